@@ -1,0 +1,183 @@
+/* Data-plane internals: connections, sessions and tasks owned by one worker thread. */
+#ifndef TANDEM_ISCSI_CONN_H
+#define TANDEM_ISCSI_CONN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "tandem/iscsi_login.h"
+#include "tandem/iscsi_pdu.h"
+#include "tandem/scsi.h"
+
+struct iscsi_worker;
+struct iscsi_conn;
+
+/* Largest data segment we accept (we declare it as MaxRecvDataSegmentLength). */
+#define ISCSI_RX_DSL_LIMIT (1024 * 1024)
+/* Largest SCSI data transfer a single command may ask for. */
+#define ISCSI_MAX_XFER (32u * 1024 * 1024)
+#define ISCSI_TASK_HASH 256
+
+enum iscsi_task_state {
+	ISCSI_TASK_COLLECTING, /* waiting for Data-Out */
+	ISCSI_TASK_DONE,
+};
+
+struct iscsi_task {
+	struct scsi_task scsi;
+	struct iscsi_conn *conn;
+	struct iscsi_task *hash_next; /* in conn->tasks[] while collecting */
+	struct iscsi_task *free_next;
+	uint32_t itt;
+	uint32_t cmdsn;
+	uint32_t edtl;      /* expected data transfer length */
+	bool immediate;
+	enum iscsi_task_state state;
+	/* Data-Out collection. */
+	uint8_t *wbuf;
+	uint32_t want;      /* bytes we collect: min(edtl, what the CDB transfers) capped */
+	uint32_t received;  /* bytes received (any order within bursts) */
+	uint32_t r2t_offset; /* next offset to solicit */
+	uint32_t r2t_sn;
+	uint32_t r2t_outstanding;
+	uint32_t ttt_base;  /* TTT of the latest R2T */
+	uint32_t unsolicited_end; /* end of the unsolicited window (immediate + first burst) */
+	bool aborted;
+};
+
+/* One queued outgoing PDU: header (+digest) and an optional data segment. */
+struct iscsi_tx {
+	struct iscsi_tx *next;
+	uint8_t hdr[ISCSI_BHS_LEN + ISCSI_DIGEST_LEN];
+	uint32_t hdr_len;
+	const uint8_t *data;
+	uint32_t data_len;
+	uint8_t trailer[3 + ISCSI_DIGEST_LEN]; /* padding + data digest */
+	uint32_t trailer_len;
+	uint32_t sent; /* bytes of this PDU already written */
+	uint8_t *owned;  /* freed when sent */
+	struct iscsi_task *task_done; /* task released when this PDU is sent */
+	bool close_after;
+};
+
+enum iscsi_conn_state {
+	ISCSI_CONN_LOGIN,
+	ISCSI_CONN_FFP,
+	ISCSI_CONN_LOGOUT, /* logout response queued: close after flush */
+	ISCSI_CONN_CLOSED,
+};
+
+struct iscsi_session;
+
+struct iscsi_conn {
+	int fd;
+	struct iscsi_worker *worker;
+	char peer[80];
+	char portal[80];
+	enum iscsi_conn_state state;
+	struct iscsi_login login;
+	struct iscsi_login_env login_env;
+	struct iscsi_session *sess;
+	struct iscsi_text_state text;
+
+	/* Receive buffer: whole PDUs are parsed from here. */
+	uint8_t *rx;
+	uint32_t rx_cap, rx_len, rx_off;
+
+	/* A large Data-Out payload being received straight into its task's buffer. */
+	struct {
+		struct iscsi_task *task;
+		uint8_t bhs[ISCSI_BHS_LEN];
+		uint8_t *dest;
+		uint32_t len, left;
+	} direct;
+
+	/* Transmit queue. */
+	struct iscsi_tx *tx_head, *tx_tail;
+	bool want_write;
+
+	/* Tasks waiting for Data-Out, by ITT. */
+	struct iscsi_task *tasks[ISCSI_TASK_HASH];
+	uint32_t tasks_active;
+	struct iscsi_task *task_free;
+	uint32_t next_ttt;
+
+	/* Liveness. */
+	uint64_t last_rx_ns;
+	uint64_t login_start_ns;
+	uint64_t nop_sent_ns; /* 0 = no ping outstanding */
+	uint32_t nop_ttt;
+
+	bool kill; /* set by another thread (session reinstatement) */
+	struct iscsi_conn *next; /* worker's list */
+	struct iscsi_conn *prev;
+};
+
+struct iscsi_session {
+	struct iscsi_session *next;
+	uint64_t id;
+	enum iscsi_session_type type;
+	uint8_t isid[6];
+	uint16_t tsih;
+	char initiator[TDM_IQN_MAX];
+	char target_name[TDM_IQN_MAX];
+	struct scsi_target *target;
+	struct iscsi_session_params params;
+	struct scsi_nexus nexus;
+	uint32_t exp_cmdsn;
+	uint32_t queue_depth;
+	uint32_t stat_sn;
+	struct iscsi_conn *conn; /* MaxConnections = 1 */
+};
+
+/* conn.c */
+struct iscsi_conn *iscsi_conn_create(struct iscsi_worker *w, int fd);
+void iscsi_conn_destroy(struct iscsi_conn *c);
+/* Returns < 0 when the connection must be closed. */
+int iscsi_conn_on_readable(struct iscsi_conn *c);
+int iscsi_conn_flush(struct iscsi_conn *c);
+void iscsi_conn_tick(struct iscsi_conn *c, uint64_t now_ns);
+
+/* tx.c */
+struct iscsi_tx *iscsi_tx_alloc(struct iscsi_conn *c);
+void iscsi_tx_queue(struct iscsi_conn *c, struct iscsi_tx *tx);
+void iscsi_tx_free(struct iscsi_tx *tx);
+void iscsi_tx_seal(struct iscsi_conn *c, struct iscsi_tx *tx);
+void iscsi_send_reject(struct iscsi_conn *c, const uint8_t *bhs, uint8_t reason);
+void iscsi_fill_sn(struct iscsi_conn *c, uint8_t *bhs, bool advance_stat);
+
+/* scsi_cmd.c */
+int iscsi_scsi_cmd(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data, uint32_t len);
+int iscsi_data_out(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data, uint32_t len);
+/* Data-Out in two steps, for payloads received straight into the task's buffer. */
+struct iscsi_task *iscsi_data_out_task(struct iscsi_conn *c, const uint8_t *bhs, uint32_t len);
+void iscsi_data_out_landed(struct iscsi_conn *c, struct iscsi_task *t, const uint8_t *bhs,
+			   uint32_t len);
+void iscsi_task_put(struct iscsi_conn *c, struct iscsi_task *t);
+void iscsi_conn_drop_tasks(struct iscsi_conn *c);
+struct iscsi_task *iscsi_task_find(struct iscsi_conn *c, uint32_t itt);
+void iscsi_task_unhash(struct iscsi_conn *c, struct iscsi_task *t);
+
+/* ffp.c */
+int iscsi_nop_out(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data, uint32_t len);
+int iscsi_logout(struct iscsi_conn *c, const uint8_t *bhs);
+int iscsi_tmf(struct iscsi_conn *c, const uint8_t *bhs);
+int iscsi_text(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data, uint32_t len);
+void iscsi_send_nop_ping(struct iscsi_conn *c);
+
+/* session.c */
+struct iscsi_session *iscsi_session_create(struct iscsi_conn *c, struct iscsi_login *l);
+void iscsi_session_destroy(struct iscsi_session *s);
+uint16_t iscsi_session_alloc_tsih(void *arg);
+/* CmdSN window check; returns true if the command may proceed. */
+bool iscsi_session_check_cmdsn(struct iscsi_session *s, const uint8_t *bhs);
+uint32_t iscsi_session_max_cmdsn(const struct iscsi_session *s);
+
+/* worker.c */
+uint64_t tdm_now_ns(void);
+void iscsi_worker_conn_unlink(struct iscsi_worker *w, struct iscsi_conn *c);
+void iscsi_worker_want_write(struct iscsi_worker *w, struct iscsi_conn *c, bool on);
+const struct tdm_iscsi_cfg *iscsi_worker_cfg(struct iscsi_worker *w);
+
+#endif

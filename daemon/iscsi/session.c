@@ -1,0 +1,119 @@
+/* Sessions: creation from a finished login, reinstatement, CmdSN window, the global table. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "iscsi/conn.h"
+#include "tandem/log.h"
+
+static pthread_mutex_t sessions_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct iscsi_session *sessions;
+static atomic_uint_fast64_t next_session_id = 1;
+static atomic_uint next_tsih = 1;
+
+uint16_t iscsi_session_alloc_tsih(void *arg)
+{
+	(void)arg;
+	uint16_t tsih;
+	do {
+		tsih = (uint16_t)atomic_fetch_add(&next_tsih, 1);
+	} while (tsih == 0);
+	return tsih;
+}
+
+/*
+ * A new leading login with the same initiator, ISID and target replaces the old session
+ * (RFC 7143 6.3.5): its connection is shut down and its owner thread frees it.
+ */
+static void reinstate_locked(const struct iscsi_session *fresh)
+{
+	for (struct iscsi_session *s = sessions; s; s = s->next) {
+		if (s->type != fresh->type || memcmp(s->isid, fresh->isid, 6) != 0 ||
+		    strcmp(s->initiator, fresh->initiator) != 0 ||
+		    strcmp(s->target_name, fresh->target_name) != 0)
+			continue;
+		log_notice("%s: session reinstatement replaces tsih %u of %s", fresh->conn->peer,
+			   s->tsih, s->initiator);
+		if (s->conn) {
+			s->conn->kill = true;
+			shutdown(s->conn->fd, SHUT_RDWR);
+		}
+	}
+}
+
+struct iscsi_session *iscsi_session_create(struct iscsi_conn *c, struct iscsi_login *l)
+{
+	struct iscsi_session *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->id = atomic_fetch_add(&next_session_id, 1);
+	s->type = l->type;
+	memcpy(s->isid, l->isid, 6);
+	s->tsih = l->tsih;
+	snprintf(s->initiator, sizeof(s->initiator), "%s", l->initiator_name);
+	snprintf(s->target_name, sizeof(s->target_name), "%s", l->target_name);
+	s->target = l->target; /* the login's reference moves to the session */
+	l->target = NULL;
+	s->params = l->params;
+	if (s->params.max_xmit_dsl == 0)
+		s->params.max_xmit_dsl = 8192;
+	if (s->params.max_outstanding_r2t == 0)
+		s->params.max_outstanding_r2t = 1;
+	s->exp_cmdsn = l->cmdsn;
+	s->stat_sn = l->stat_sn;
+	const struct tdm_iscsi_cfg *cfg = iscsi_worker_cfg(c->worker);
+	s->queue_depth = cfg->queue_depth ? cfg->queue_depth : 128;
+	s->conn = c;
+	if (s->target) {
+		scsi_nexus_init(&s->nexus, s->target, s->initiator);
+		s->nexus.id = s->id;
+	}
+	pthread_mutex_lock(&sessions_lock);
+	reinstate_locked(s);
+	s->next = sessions;
+	sessions = s;
+	pthread_mutex_unlock(&sessions_lock);
+	return s;
+}
+
+void iscsi_session_destroy(struct iscsi_session *s)
+{
+	pthread_mutex_lock(&sessions_lock);
+	for (struct iscsi_session **pp = &sessions; *pp; pp = &(*pp)->next) {
+		if (*pp == s) {
+			*pp = s->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&sessions_lock);
+	if (s->target)
+		scsi_target_put(s->target);
+	free(s);
+}
+
+uint32_t iscsi_session_max_cmdsn(const struct iscsi_session *s)
+{
+	return s->exp_cmdsn + s->queue_depth - 1;
+}
+
+bool iscsi_session_check_cmdsn(struct iscsi_session *s, const uint8_t *bhs)
+{
+	uint32_t cmdsn = iscsi_get32(bhs + 24);
+	if (iscsi_bhs_immediate(bhs))
+		return true;
+	if (cmdsn == s->exp_cmdsn) {
+		s->exp_cmdsn++;
+		return true;
+	}
+	if (iscsi_sn_lt(s->exp_cmdsn, cmdsn) && iscsi_sn_le(cmdsn, iscsi_session_max_cmdsn(s))) {
+		/* One connection keeps commands in order; a gap means the initiator skipped. */
+		log_warn("%s: CmdSN %u ahead of ExpCmdSN %u", s->conn->peer, cmdsn, s->exp_cmdsn);
+		s->exp_cmdsn = cmdsn + 1;
+		return true;
+	}
+	log_warn("%s: CmdSN %u outside the window [%u, %u]: dropped", s->conn->peer, cmdsn,
+		 s->exp_cmdsn, iscsi_session_max_cmdsn(s));
+	return false;
+}

@@ -1,0 +1,201 @@
+/* Internals shared by the SCSI handlers (daemon/scsi/ only; tests may include it too). */
+#ifndef TANDEM_SCSI_INTERNAL_H
+#define TANDEM_SCSI_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tandem/scsi.h"
+
+/* Identity strings of every logical unit. */
+#define SCSI_VENDOR_ID "TANDEM  "
+#define SCSI_PRODUCT_REV "0001"
+#define SCSI_DEFAULT_PRODUCT "VIRTUAL-DISK"
+
+/* Limits reported in the Block Limits VPD page and enforced by the handlers. */
+#define SCSI_MAX_XFER_BYTES (16u * 1024 * 1024) /* MAXIMUM TRANSFER LENGTH, in bytes */
+#define SCSI_OPT_XFER_BYTES (1024u * 1024)      /* OPTIMAL TRANSFER LENGTH, in bytes */
+#define SCSI_MAX_WS_BYTES (32u * 1024 * 1024)   /* MAXIMUM WRITE SAME LENGTH, in bytes */
+#define SCSI_MAX_UNMAP_BLOCKS (1024u * 1024)    /* MAXIMUM UNMAP LBA COUNT */
+#define SCSI_MAX_UNMAP_DESCRIPTORS 256u         /* MAXIMUM UNMAP BLOCK DESCRIPTOR COUNT */
+#define SCSI_GRANULARITY_BYTES 4096u            /* page / filesystem block: alignment hint */
+#define SCSI_GET_LBA_STATUS_MAX_DESC 64u
+
+/* Private opcode-table flags (high bits, clear of the public SCSI_F_* values). */
+#define SCSI_F_STAT_READ 0x01000000u  /* counted as a read in the LUN statistics */
+#define SCSI_F_STAT_WRITE 0x02000000u /* counted as a write in the LUN statistics */
+
+/* Big-endian field access. */
+static inline uint16_t get_be16(const uint8_t *p)
+{
+        return (uint16_t)((p[0] << 8) | p[1]);
+}
+
+static inline uint32_t get_be24(const uint8_t *p)
+{
+        return ((uint32_t)p[0] << 16) | ((uint32_t)p[1] << 8) | p[2];
+}
+
+static inline uint32_t get_be32(const uint8_t *p)
+{
+        return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static inline uint64_t get_be64(const uint8_t *p)
+{
+        return ((uint64_t)get_be32(p) << 32) | get_be32(p + 4);
+}
+
+static inline void put_be16(uint8_t *p, uint16_t v)
+{
+        p[0] = (uint8_t)(v >> 8);
+        p[1] = (uint8_t)v;
+}
+
+static inline void put_be32(uint8_t *p, uint32_t v)
+{
+        p[0] = (uint8_t)(v >> 24);
+        p[1] = (uint8_t)(v >> 16);
+        p[2] = (uint8_t)(v >> 8);
+        p[3] = (uint8_t)v;
+}
+
+static inline void put_be64(uint8_t *p, uint64_t v)
+{
+        put_be32(p, (uint32_t)(v >> 32));
+        put_be32(p + 4, (uint32_t)v);
+}
+
+static inline uint32_t min_u32(uint32_t a, uint32_t b)
+{
+        return a < b ? a : b;
+}
+
+static inline uint64_t min_u64(uint64_t a, uint64_t b)
+{
+        return a < b ? a : b;
+}
+
+/* INVALID FIELD IN CDB pointing at cdb[byte] (bit < 0: no bit pointer). */
+static inline enum scsi_reason scsi_bad_cdb_field(struct scsi_task *task, uint16_t byte, int bit)
+{
+        task->field.byte = byte;
+        task->field.bit = bit < 0 ? 0 : (uint8_t)bit;
+        task->field.bit_valid = bit >= 0;
+        return SR_INVALID_FIELD_CDB;
+}
+
+/* INVALID FIELD IN PARAMETER LIST pointing at parameter byte (bit < 0: no bit pointer). */
+static inline enum scsi_reason scsi_bad_param_field(struct scsi_task *task, uint16_t byte, int bit)
+{
+        task->field.byte = byte;
+        task->field.bit = bit < 0 ? 0 : (uint8_t)bit;
+        task->field.bit_valid = bit >= 0;
+        return SR_INVALID_FIELD_PARAM;
+}
+
+/* Logical blocks spanned by a byte count (at least 1). */
+static inline uint32_t scsi_blocks_of(const struct scsi_lun *lun, uint32_t bytes)
+{
+        uint32_t n = bytes / lun->block_size;
+        return n ? n : 1;
+}
+
+/* True when [lba, lba + nblocks) lies inside the LUN (no overflow). */
+static inline bool scsi_lba_range_ok(const struct scsi_lun *lun, uint64_t lba, uint64_t nblocks)
+{
+        uint64_t capacity = atomic_load_explicit(&lun->num_blocks, memory_order_relaxed);
+        return lba <= capacity && nblocks <= capacity - lba;
+}
+
+/* data.c: data-in buffers. */
+uint8_t *scsi_data_in_alloc(struct scsi_task *task, uint32_t len);
+uint8_t *scsi_data_in_alloc_aligned(struct scsi_task *task, uint32_t len);
+/* Commands bounded by an ALLOCATION LENGTH transfer min(alloc_len, data produced). */
+void scsi_data_in_limit(struct scsi_task *task, uint32_t alloc_len);
+
+/* sense.c */
+uint8_t scsi_sense_format(uint8_t *buf, size_t cap, enum scsi_reason reason,
+                          const struct scsi_field_ptr *field, uint64_t info, bool info_valid,
+                          bool descriptor);
+bool scsi_reason_has_sense(enum scsi_reason reason);
+
+/* ua.c: unit attentions of one nexus for one LUN. */
+enum scsi_reason scsi_ua_pending(struct scsi_nexus *nx, struct scsi_lun *lun);
+enum scsi_reason scsi_ua_take(struct scsi_nexus *nx, struct scsi_lun *lun);
+void scsi_ua_clear_luns_changed(struct scsi_nexus *nx);
+
+/* opcodes.c */
+bool scsi_opcode_has_service_actions(uint8_t opcode);
+/* Service action of a CDB whose opcode has service actions. */
+uint16_t scsi_cdb_service_action(const uint8_t *cdb);
+enum scsi_reason scsi_cdb_check_usage(struct scsi_task *task, const struct scsi_opcode_entry *e);
+
+/* lun.c */
+void scsi_lun_count_bytes(struct scsi_lun *lun, bool is_write, uint64_t bytes);
+/* Physical block exponent (LBPPBE) and alignment hints of a LUN. */
+uint32_t scsi_lun_granularity_blocks(const struct scsi_lun *lun);
+
+/* Durability after a write: with the write cache off or FUA set, data is on stable media. */
+enum scsi_reason scsi_write_commit(struct scsi_task *task, bool fua);
+
+/* Handlers: spc.c */
+enum scsi_reason spc_test_unit_ready(struct scsi_task *task);
+enum scsi_reason spc_request_sense(struct scsi_task *task);
+enum scsi_reason spc_report_luns(struct scsi_task *task);
+enum scsi_reason spc_prevent_allow(struct scsi_task *task);
+enum scsi_reason spc_start_stop_unit(struct scsi_task *task);
+enum scsi_reason spc_report_supported_opcodes(struct scsi_task *task);
+
+/* Handlers: inquiry.c */
+enum scsi_reason spc_inquiry(struct scsi_task *task);
+
+/* Handlers: mode.c */
+enum scsi_reason spc_mode_sense6(struct scsi_task *task);
+enum scsi_reason spc_mode_sense10(struct scsi_task *task);
+enum scsi_reason spc_mode_select6(struct scsi_task *task);
+enum scsi_reason spc_mode_select10(struct scsi_task *task);
+
+/* Handlers: sbc.c (medium access) */
+enum scsi_reason sbc_read6(struct scsi_task *task);
+enum scsi_reason sbc_read10(struct scsi_task *task);
+enum scsi_reason sbc_read12(struct scsi_task *task);
+enum scsi_reason sbc_read16(struct scsi_task *task);
+enum scsi_reason sbc_write6(struct scsi_task *task);
+enum scsi_reason sbc_write10(struct scsi_task *task);
+enum scsi_reason sbc_write12(struct scsi_task *task);
+enum scsi_reason sbc_write16(struct scsi_task *task);
+enum scsi_reason sbc_write_verify10(struct scsi_task *task);
+enum scsi_reason sbc_write_verify12(struct scsi_task *task);
+enum scsi_reason sbc_write_verify16(struct scsi_task *task);
+enum scsi_reason sbc_verify10(struct scsi_task *task);
+enum scsi_reason sbc_verify12(struct scsi_task *task);
+enum scsi_reason sbc_verify16(struct scsi_task *task);
+enum scsi_reason sbc_orwrite16(struct scsi_task *task);
+enum scsi_reason sbc_prefetch10(struct scsi_task *task);
+enum scsi_reason sbc_prefetch16(struct scsi_task *task);
+enum scsi_reason sbc_sync_cache10(struct scsi_task *task);
+enum scsi_reason sbc_sync_cache16(struct scsi_task *task);
+
+/* Handlers: capacity.c */
+enum scsi_reason sbc_read_capacity10(struct scsi_task *task);
+enum scsi_reason sbc_read_capacity16(struct scsi_task *task);
+enum scsi_reason sbc_read_defect_data10(struct scsi_task *task);
+enum scsi_reason sbc_read_defect_data12(struct scsi_task *task);
+
+/* Handlers: lbp.c (logical block provisioning) */
+enum scsi_reason sbc_write_same10(struct scsi_task *task);
+enum scsi_reason sbc_write_same16(struct scsi_task *task);
+enum scsi_reason sbc_unmap(struct scsi_task *task);
+enum scsi_reason sbc_get_lba_status(struct scsi_task *task);
+
+/* Mode page bytes, shared by MODE SENSE and MODE SELECT (mode.c). */
+enum scsi_mode_pc {
+        SCSI_MODE_PC_CURRENT = 0,
+        SCSI_MODE_PC_CHANGEABLE = 1,
+        SCSI_MODE_PC_DEFAULT = 2,
+        SCSI_MODE_PC_SAVED = 3,
+};
+
+#endif

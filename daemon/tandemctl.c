@@ -1,0 +1,5 @@
+/* tandemd: placeholder main until the daemon lands. */
+int main(void)
+{
+	return 0;
+}

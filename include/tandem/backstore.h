@@ -1,0 +1,54 @@
+/* Backing stores: regular files (sparse) and block devices, with group-committed flushes. */
+#ifndef TANDEM_BACKSTORE_H
+#define TANDEM_BACKSTORE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+struct bs_dev {
+	int fd;
+	char path[4096];
+	uint64_t size;
+	bool is_blockdev;
+	bool direct; /* opened with O_DIRECT */
+	/* Group commit: every write bumps write_seq; a flush makes durable all seqs <= its start. */
+	atomic_uint_fast64_t write_seq;
+	pthread_mutex_t flush_lock;
+	pthread_cond_t flush_cond;
+	uint64_t durable_seq; /* all writes up to this seq are durable */
+	bool flushing;
+	uint64_t flush_count; /* fdatasync calls actually made (for tests) */
+};
+
+struct bs_open_opts {
+	uint64_t create_size; /* > 0: create (sparse) or grow a regular file to this size */
+	bool direct;          /* O_DIRECT */
+	bool must_exist;
+};
+
+/* All return 0 or a negative errno. */
+int bs_open(const char *path, const struct bs_open_opts *opts, struct bs_dev **out);
+void bs_close(struct bs_dev *bs);
+int bs_read(struct bs_dev *bs, void *buf, size_t len, uint64_t off);
+int bs_write(struct bs_dev *bs, const void *buf, size_t len, uint64_t off);
+int bs_writev(struct bs_dev *bs, const struct iovec *iov, int iovcnt, uint64_t off);
+/* Make every write completed before the call durable; concurrent callers share one fdatasync. */
+int bs_flush(struct bs_dev *bs);
+/* Deallocate (punch hole / BLKDISCARD); reads return zeroes afterwards. */
+int bs_unmap(struct bs_dev *bs, uint64_t off, uint64_t len);
+/* Write zeroes over a range (WRITE SAME of a zero block without UNMAP). */
+int bs_write_zeroes(struct bs_dev *bs, uint64_t off, uint64_t len);
+/*
+ * Provisioning status at off: *mapped true if data is allocated; *run_len is the length
+ * of the run with that status starting at off (capped at max_len).
+ */
+int bs_lba_status(struct bs_dev *bs, uint64_t off, uint64_t max_len, bool *mapped,
+		  uint64_t *run_len);
+/* Re-read the size (after the admin grew the file or LV). */
+int bs_refresh_size(struct bs_dev *bs);
+
+#endif

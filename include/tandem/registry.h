@@ -1,0 +1,53 @@
+/*
+ * The live registry: the configuration plus the targets and LUNs built from it.
+ * The control plane (admin IPC) changes it; data-plane threads look things up at login.
+ */
+#ifndef TANDEM_REGISTRY_H
+#define TANDEM_REGISTRY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "tandem/config.h"
+#include "tandem/scsi.h"
+
+/* Credentials a login must present. */
+struct tdm_auth {
+	struct tdm_chap_cfg chap;
+};
+
+int tdm_registry_init(struct tdm_config *cfg, const char *config_path, char *err, size_t errlen);
+void tdm_registry_fini(void);
+
+/*
+ * Login-time lookup: returns 0 and a referenced target when initiator may log in to iqn,
+ * -ENOENT when no such target, -EACCES when the ACL refuses the initiator.
+ * *auth receives the CHAP settings that apply.
+ */
+int tdm_registry_login_target(const char *iqn, const char *initiator, struct scsi_target **out,
+			      struct tdm_auth *auth);
+void tdm_registry_discovery_auth(struct tdm_auth *auth);
+
+/*
+ * SendTargets: calls cb for each target the initiator may log in to (all, or only `only`
+ * when non-NULL).
+ */
+void tdm_registry_for_each_visible(const char *initiator, const char *only,
+				   void (*cb)(void *arg, const char *iqn, uint16_t tpgt),
+				   void *arg);
+
+/* Admin operations (control-plane thread only). Each persists the config atomically. */
+int tdm_registry_target_add(const char *iqn, char *err, size_t errlen);
+int tdm_registry_target_del(const char *iqn, char *err, size_t errlen);
+int tdm_registry_lun_add(const char *iqn, const struct tdm_lun_cfg *lun, char *err, size_t errlen);
+int tdm_registry_lun_del(const char *iqn, uint64_t lun, char *err, size_t errlen);
+int tdm_registry_acl_add(const char *iqn, const char *initiator, char *err, size_t errlen);
+int tdm_registry_acl_del(const char *iqn, const char *initiator, char *err, size_t errlen);
+int tdm_registry_chap_set(const char *iqn /* NULL = discovery */, const struct tdm_chap_cfg *chap,
+			  char *err, size_t errlen);
+
+const struct tdm_config *tdm_registry_config(void);
+/* Referenced live target by name, or NULL. */
+struct scsi_target *tdm_registry_get_target(const char *iqn);
+
+#endif
