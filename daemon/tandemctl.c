@@ -1,5 +1,45 @@
-/* tandemd: placeholder main until the daemon lands. */
-int main(void)
+/* tandemctl: the admin CLI of tandemd (see `tandemctl --help`). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "admin/ctl.h"
+
+int main(int argc, char **argv)
 {
-	return 0;
+        struct admin_ctl ctl;
+        char err[1024] = "";
+        if (admin_ctl_parse(&ctl, argc, argv, err, sizeof(err)) < 0) {
+                fprintf(stderr, "tandemctl: %s\n\n", err);
+                admin_ctl_usage(stderr, ctl.topic);
+                return 2;
+        }
+        if (ctl.help) {
+                admin_ctl_usage(stdout, ctl.topic);
+                return 0;
+        }
+        if (geteuid() != 0) {
+                fprintf(stderr,
+                        "tandemctl: must run as root (tandemd takes admin requests from root "
+                        "only)\n");
+                return 1;
+        }
+        Tandem__Admin__AdminResponse *resp = NULL;
+        if (admin_client_call(ctl.instance, &ctl.req, &resp, err, sizeof(err)) < 0) {
+                fprintf(stderr, "tandemctl: %s\n", err);
+                return 1;
+        }
+        int status = 0;
+        if (admin_ctl_print(stdout, &ctl, resp) < 0) {
+                fprintf(stderr, "tandemctl: %s\n",
+                        resp->error && *resp->error ? resp->error : "the operation failed");
+                status = 1;
+        }
+        tandem__admin__admin_response__free_unpacked(resp, NULL);
+        if (fflush(stdout) != 0) {
+                perror("tandemctl: stdout");
+                status = 1;
+        }
+        return status;
 }

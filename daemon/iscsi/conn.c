@@ -53,6 +53,12 @@ static void login_discovery_auth(void *arg, struct tdm_auth *auth)
 	tdm_registry_discovery_auth(auth);
 }
 
+static void login_put_target(void *arg, struct scsi_target *t)
+{
+	(void)arg;
+	scsi_target_put(t);
+}
+
 struct iscsi_conn *iscsi_conn_create(struct iscsi_worker *w, int fd)
 {
 	struct iscsi_conn *c = calloc(1, sizeof(*c));
@@ -81,6 +87,7 @@ struct iscsi_conn *iscsi_conn_create(struct iscsi_worker *w, int fd)
 	c->login_env.lookup_target = login_lookup_target;
 	c->login_env.discovery_auth = login_discovery_auth;
 	c->login_env.alloc_tsih = iscsi_session_alloc_tsih;
+	c->login_env.put_target = login_put_target;
 	c->login_env.arg = c;
 	c->login_env.tpgt = 1;
 	c->login_env.peer = c->peer;
@@ -251,9 +258,14 @@ static bool rx_start_direct(struct iscsi_conn *c, const uint8_t *pdu, uint32_t a
 		return false;
 	if (hlen > ISCSI_BHS_LEN && !header_digest_ok(pdu, ISCSI_BHS_LEN))
 		return false; /* the buffered path reports it */
+	if (c->direct_declined)
+		return false;
 	struct iscsi_task *t = iscsi_data_out_task(c, pdu, dsl);
-	if (!t)
-		return false; /* ignored or rejected: the buffered path skips the payload */
+	if (!t) {
+		/* Ignored or rejected once: the buffered path skips the payload. */
+		c->direct_declined = true;
+		return false;
+	}
 	uint32_t have = avail - hlen;
 	uint8_t *dest = t->wbuf + t->received;
 	memcpy(dest, pdu + hlen, have);
@@ -329,6 +341,11 @@ static int rx_process(struct iscsi_conn *c, uint32_t *need)
 		}
 		const uint8_t *data = pdu + hlen + (hd ? 4 : 0);
 		c->rx_off += total;
+		if (c->direct_declined) {
+			/* Already judged by rx_start_direct (rejected or ignored): skip it. */
+			c->direct_declined = false;
+			continue;
+		}
 		if (dd && dsl && !data_digest_ok(data, padded)) {
 			log_warn("%s: data digest mismatch on opcode 0x%02x: rejected", c->peer,
 				 iscsi_bhs_opcode(pdu));

@@ -42,6 +42,7 @@ struct iscsi_task {
 	uint32_t r2t_sn;
 	uint32_t r2t_outstanding;
 	uint32_t ttt_base;  /* TTT of the latest R2T */
+	uint32_t exp_datasn; /* DataSN due next in the current Data-Out sequence */
 	uint32_t unsolicited_end; /* end of the unsolicited window (immediate + first burst) */
 	bool aborted;
 };
@@ -73,8 +74,8 @@ struct iscsi_session;
 struct iscsi_conn {
 	int fd;
 	struct iscsi_worker *worker;
-	char peer[80];
-	char portal[80];
+	char peer[64];
+	char portal[64];
 	enum iscsi_conn_state state;
 	struct iscsi_login login;
 	struct iscsi_login_env login_env;
@@ -92,6 +93,7 @@ struct iscsi_conn {
 		uint8_t *dest;
 		uint32_t len, left;
 	} direct;
+	bool direct_declined; /* the buffered PDU in front was already judged */
 
 	/* Transmit queue. */
 	struct iscsi_tx *tx_head, *tx_tail;

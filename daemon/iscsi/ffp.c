@@ -5,6 +5,7 @@
 
 #include "iscsi/conn.h"
 #include "tandem/log.h"
+#include "tandem/registry.h"
 
 #define ISCSI_RSVD_TAG 0xffffffffu
 
@@ -237,6 +238,7 @@ int iscsi_text(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data, ui
 		.stat_sn = s->stat_sn,
 		.exp_cmdsn = s->exp_cmdsn,
 		.max_cmdsn = iscsi_session_max_cmdsn(s),
+		.for_each_visible = tdm_registry_for_each_visible,
 	};
 	struct iscsi_pdu_reply rep = {0};
 	int rc = iscsi_text_handle(&c->text, &env, bhs, data, len, &rep);

@@ -400,6 +400,17 @@ struct iscsi_task *iscsi_data_out_task(struct iscsi_conn *c, const uint8_t *bhs,
 		iscsi_send_reject(c, bhs, ISCSI_REJECT_PROTOCOL_ERROR);
 		return NULL;
 	}
+	uint32_t datasn = iscsi_get32(bhs + 36);
+	if (datasn != t->exp_datasn) {
+		/* ErrorRecoveryLevel 0 cannot recover a sequence: the command fails. */
+		log_warn("%s: Data-Out DataSN %u where %u was due (ITT 0x%x): command aborted",
+			 c->peer, datasn, t->exp_datasn, itt);
+		iscsi_task_unhash(c, t);
+		task_fail(c, t, SR_ABORTED_COMMAND);
+		return NULL;
+	}
+	/* DataSN counts within a sequence; DataSequenceInOrder makes sequences follow each other. */
+	t->exp_datasn = iscsi_bhs_final(bhs) ? 0 : datasn + 1;
 	return t;
 }
 

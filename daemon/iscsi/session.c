@@ -1,12 +1,14 @@
 /* Sessions: creation from a finished login, reinstatement, CmdSN window, the global table. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
 #include "iscsi/conn.h"
 #include "tandem/log.h"
+#include "tandem/session_info.h"
 
 static pthread_mutex_t sessions_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct iscsi_session *sessions;
@@ -116,4 +118,44 @@ bool iscsi_session_check_cmdsn(struct iscsi_session *s, const uint8_t *bhs)
 	log_warn("%s: CmdSN %u outside the window [%u, %u]: dropped", s->conn->peer, cmdsn,
 		 s->exp_cmdsn, iscsi_session_max_cmdsn(s));
 	return false;
+}
+
+static const char *conn_state_name(const struct iscsi_conn *c)
+{
+	switch (c->state) {
+	case ISCSI_CONN_LOGIN:
+		return "login";
+	case ISCSI_CONN_FFP:
+		return "full-feature";
+	case ISCSI_CONN_LOGOUT:
+		return "logout";
+	default:
+		return "closed";
+	}
+}
+
+size_t iscsi_sessions_snapshot(struct iscsi_session_info *out, size_t max)
+{
+	size_t n = 0;
+	pthread_mutex_lock(&sessions_lock);
+	for (struct iscsi_session *s = sessions; s; s = s->next, n++) {
+		if (n >= max)
+			continue;
+		struct iscsi_session_info *r = &out[n];
+		memset(r, 0, sizeof(*r));
+		snprintf(r->initiator, sizeof(r->initiator), "%s", s->initiator);
+		if (s->type == ISCSI_SESSION_NORMAL)
+			snprintf(r->target, sizeof(r->target), "%s", s->target_name);
+		memcpy(r->isid, s->isid, sizeof(r->isid));
+		r->tsih = s->tsih;
+		/* The connection outlives its listing: destroy unlinks the session under this lock. */
+		if (s->conn) {
+			snprintf(r->peer, sizeof(r->peer), "%s", s->conn->peer);
+			r->cid = s->conn->login.cid;
+			snprintf(r->state, sizeof(r->state), "%s", conn_state_name(s->conn));
+			r->commands_in_flight = s->conn->tasks_active;
+		}
+	}
+	pthread_mutex_unlock(&sessions_lock);
+	return n;
 }

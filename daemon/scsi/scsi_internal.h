@@ -9,22 +9,38 @@
 #include "tandem/scsi.h"
 
 /* Identity strings of every logical unit. */
-#define SCSI_VENDOR_ID "TANDEM  "
-#define SCSI_PRODUCT_REV "0001"
+#define SCSI_VENDOR_ID       "TANDEM  "
+#define SCSI_PRODUCT_REV     "0001"
 #define SCSI_DEFAULT_PRODUCT "VIRTUAL-DISK"
 
 /* Limits reported in the Block Limits VPD page and enforced by the handlers. */
-#define SCSI_MAX_XFER_BYTES (16u * 1024 * 1024) /* MAXIMUM TRANSFER LENGTH, in bytes */
-#define SCSI_OPT_XFER_BYTES (1024u * 1024)      /* OPTIMAL TRANSFER LENGTH, in bytes */
-#define SCSI_MAX_WS_BYTES (32u * 1024 * 1024)   /* MAXIMUM WRITE SAME LENGTH, in bytes */
-#define SCSI_MAX_UNMAP_BLOCKS (1024u * 1024)    /* MAXIMUM UNMAP LBA COUNT */
-#define SCSI_MAX_UNMAP_DESCRIPTORS 256u         /* MAXIMUM UNMAP BLOCK DESCRIPTOR COUNT */
-#define SCSI_GRANULARITY_BYTES 4096u            /* page / filesystem block: alignment hint */
+#define SCSI_MAX_XFER_BYTES          (16u * 1024 * 1024) /* MAXIMUM TRANSFER LENGTH, in bytes */
+#define SCSI_OPT_XFER_BYTES          (1024u * 1024)      /* OPTIMAL TRANSFER LENGTH, in bytes */
+#define SCSI_MAX_WS_BYTES            SCSI_MAX_XFER_BYTES /* MAXIMUM WRITE SAME LENGTH, in bytes */
+#define SCSI_MAX_UNMAP_BLOCKS        (1024u * 1024)      /* MAXIMUM UNMAP LBA COUNT */
+#define SCSI_MAX_UNMAP_DESCRIPTORS   256u                /* MAXIMUM UNMAP BLOCK DESCRIPTOR COUNT */
+#define SCSI_GRANULARITY_BYTES       4096u /* page / filesystem block: alignment hint */
 #define SCSI_GET_LBA_STATUS_MAX_DESC 64u
 
 /* Private opcode-table flags (high bits, clear of the public SCSI_F_* values). */
-#define SCSI_F_STAT_READ 0x01000000u  /* counted as a read in the LUN statistics */
+#define SCSI_F_STAT_READ  0x01000000u /* counted as a read in the LUN statistics */
 #define SCSI_F_STAT_WRITE 0x02000000u /* counted as a write in the LUN statistics */
+
+/*
+ * State of a LUN that only the SCSI layer uses. scsi_lun_create() allocates this and hands
+ * out &lun, so every struct scsi_lun must come from scsi_lun_create().
+ */
+struct scsi_lun_private {
+        struct scsi_lun lun;          /* first */
+        atomic_bool swp;              /* control page SWP: software write protect */
+        atomic_bool d_sense;          /* control page D_SENSE: descriptor format sense data */
+        _Atomic uint64_t reserved_by; /* nexus holding a RESERVE(6/10) reservation, 0: none */
+};
+
+static inline struct scsi_lun_private *scsi_lun_private(const struct scsi_lun *lun)
+{
+        return (struct scsi_lun_private *)(uintptr_t)lun;
+}
 
 /* Big-endian field access. */
 static inline uint16_t get_be16(const uint8_t *p)
@@ -139,6 +155,12 @@ uint32_t scsi_lun_granularity_blocks(const struct scsi_lun *lun);
 
 /* Durability after a write: with the write cache off or FUA set, data is on stable media. */
 enum scsi_reason scsi_write_commit(struct scsi_task *task, bool fua);
+
+/* reserve.c: RESERVE/RELEASE (SPC-2 logical unit reservations). */
+enum scsi_reason scsi_reservation_check(struct scsi_task *task, const struct scsi_opcode_entry *e);
+void scsi_reservation_release_all(struct scsi_lun *lun);
+enum scsi_reason spc_reserve(struct scsi_task *task);
+enum scsi_reason spc_release(struct scsi_task *task);
 
 /* Handlers: spc.c */
 enum scsi_reason spc_test_unit_ready(struct scsi_task *task);

@@ -6,32 +6,32 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TDM_IQN_MAX 224
-#define TDM_CHAP_MAX 256
-#define TDM_MAX_LISTEN 8
-#define TDM_MAX_ACL 64
-#define TDM_DEFAULT_PORT 3260
-#define TDM_LUN_ID_MAX 255     /* LUN ids are 0..255 (flat addressing of SCSI_MAX_LUNS) */
-#define TDM_CHAP_SECRET_MIN 12 /* RFC 7143 12.1.3: at least 96 bits of secret */
+#define TDM_IQN_MAX         224
+#define TDM_CHAP_MAX        256
+#define TDM_MAX_LISTEN      8
+#define TDM_MAX_ACL         64
+#define TDM_DEFAULT_PORT    3260
+#define TDM_LUN_ID_MAX      255 /* LUN ids are 0..255 (flat addressing of SCSI_MAX_LUNS) */
+#define TDM_CHAP_SECRET_MIN 12  /* RFC 7143 12.1.3: at least 96 bits of secret */
 
 /*
  * Defaults (see deploy/examples/tandem.conf for the reasoning behind each).
  * MaxBurstLength may be at most 2^24-1 (RFC 7143 13.13), so "16 MiB" is 16 MiB - 1 KiB,
  * the largest multiple of 512 below the limit (open-iscsi's default too).
  */
-#define TDM_DEFAULT_LISTEN "0.0.0.0:3260"
-#define TDM_DEFAULT_STATE_DIR "/var/lib/tandem"
-#define TDM_DEFAULT_INSTANCE "default"
-#define TDM_DEFAULT_MAX_RECV_DSL 262144u
-#define TDM_DEFAULT_MAX_BURST 16776192u
-#define TDM_DEFAULT_FIRST_BURST 65536u
+#define TDM_DEFAULT_LISTEN              "0.0.0.0:3260"
+#define TDM_DEFAULT_STATE_DIR           "/var/lib/tandem"
+#define TDM_DEFAULT_INSTANCE            "default"
+#define TDM_DEFAULT_MAX_RECV_DSL        262144u
+#define TDM_DEFAULT_MAX_BURST           16776192u
+#define TDM_DEFAULT_FIRST_BURST         65536u
 #define TDM_DEFAULT_MAX_OUTSTANDING_R2T 1u
-#define TDM_DEFAULT_QUEUE_DEPTH 128u
-#define TDM_DEFAULT_NOP_INTERVAL_S 5u
-#define TDM_DEFAULT_NOP_TIMEOUT_S 10u
-#define TDM_DEFAULT_LOGIN_TIMEOUT_S 15u
-#define TDM_DEFAULT_BLOCK_SIZE 512u
-#define TDM_DEFAULT_TPGT 1u
+#define TDM_DEFAULT_QUEUE_DEPTH         128u
+#define TDM_DEFAULT_NOP_INTERVAL_S      5u
+#define TDM_DEFAULT_NOP_TIMEOUT_S       10u
+#define TDM_DEFAULT_LOGIN_TIMEOUT_S     15u
+#define TDM_DEFAULT_BLOCK_SIZE          512u
+#define TDM_DEFAULT_TPGT                1u
 
 /* NAA type 6 company id: a locally administered CID (U/L bit set, M bit clear), our choice. */
 #define TDM_NAA_COMPANY_ID 0x7A6E64u
@@ -42,65 +42,65 @@
  * challenges it back (mutual CHAP). enabled = false: no CHAP required.
  */
 struct tdm_chap_cfg {
-	bool enabled;
-	char user[TDM_CHAP_MAX];
-	char secret[TDM_CHAP_MAX];
-	bool mutual;
-	char mutual_user[TDM_CHAP_MAX];
-	char mutual_secret[TDM_CHAP_MAX];
+        bool enabled;
+        char user[TDM_CHAP_MAX];
+        char secret[TDM_CHAP_MAX];
+        bool mutual;
+        char mutual_user[TDM_CHAP_MAX];
+        char mutual_secret[TDM_CHAP_MAX];
 };
 
 struct tdm_lun_cfg {
-	uint64_t lun;
-	char path[4096];
-	uint64_t size;      /* bytes; 0 = use the existing file/device size */
-	bool thin;
-	bool direct;        /* O_DIRECT */
-	uint32_t block_size;
-	char naa[33];       /* 32 hex digits: NAA type 6 designator; generated on add */
-	char serial[33];    /* generated on add */
-	bool wce;           /* write cache enabled at start */
+        uint64_t lun;
+        char path[4096];
+        uint64_t size; /* bytes; 0 = use the existing file/device size */
+        bool thin;
+        bool direct; /* O_DIRECT */
+        uint32_t block_size;
+        char naa[33];    /* 32 hex digits: NAA type 6 designator; generated on add */
+        char serial[33]; /* generated on add */
+        bool wce;        /* write cache enabled at start */
 };
 
 struct tdm_target_cfg {
-	char iqn[TDM_IQN_MAX];
-	char alias[256];
-	uint16_t tpgt;
-	struct tdm_lun_cfg *luns;
-	size_t n_luns;
-	char (*acl)[TDM_IQN_MAX]; /* initiator IQNs; "ALL" allows everyone */
-	size_t n_acl;
-	struct tdm_chap_cfg chap;
+        char iqn[TDM_IQN_MAX];
+        char alias[256];
+        uint16_t tpgt;
+        struct tdm_lun_cfg *luns;
+        size_t n_luns;
+        char (*acl)[TDM_IQN_MAX]; /* initiator IQNs; "ALL" allows everyone */
+        size_t n_acl;
+        struct tdm_chap_cfg chap;
 };
 
 struct tdm_iscsi_cfg {
-	uint32_t max_recv_dsl;     /* what the target accepts per PDU */
-	uint32_t max_burst;
-	uint32_t first_burst;
-	bool initial_r2t;
-	bool immediate_data;
-	uint32_t max_outstanding_r2t;
-	uint32_t queue_depth;      /* CmdSN window per session */
-	uint32_t nop_interval_s;   /* 0 disables target pings */
-	uint32_t nop_timeout_s;
-	uint32_t login_timeout_s;
+        uint32_t max_recv_dsl; /* what the target accepts per PDU */
+        uint32_t max_burst;
+        uint32_t first_burst;
+        bool initial_r2t;
+        bool immediate_data;
+        uint32_t max_outstanding_r2t;
+        uint32_t queue_depth;    /* CmdSN window per session */
+        uint32_t nop_interval_s; /* 0 disables target pings */
+        uint32_t nop_timeout_s;
+        uint32_t login_timeout_s;
 };
 
 struct tdm_config {
-	char listen[TDM_MAX_LISTEN][128]; /* "ADDR:PORT" or "[V6]:PORT" */
-	size_t n_listen;
-	char state_dir[4096];
-	char instance[64];
-	unsigned threads; /* 0 = number of cores */
-	char log_file[4096];
-	int log_level;    /* syslog level */
-	bool log_syslog;
-	struct tdm_iscsi_cfg iscsi;
-	struct tdm_chap_cfg discovery_chap;
-	struct tdm_target_cfg *targets;
-	size_t n_targets;
-	/* Set by load/parse when LUNs lacked naa/serial and got fresh ones: save to keep them. */
-	bool identities_generated;
+        char listen[TDM_MAX_LISTEN][128]; /* "ADDR:PORT" or "[V6]:PORT" */
+        size_t n_listen;
+        char state_dir[4096];
+        char instance[64];
+        unsigned threads; /* 0 = number of cores */
+        char log_file[4096];
+        int log_level; /* syslog level */
+        bool log_syslog;
+        struct tdm_iscsi_cfg iscsi;
+        struct tdm_chap_cfg discovery_chap;
+        struct tdm_target_cfg *targets;
+        size_t n_targets;
+        /* Set by load/parse when LUNs lacked naa/serial and got fresh ones: save to keep them. */
+        bool identities_generated;
 };
 
 /*
@@ -120,15 +120,15 @@ struct tdm_target_cfg *tdm_config_find_target(struct tdm_config *cfg, const char
 int tdm_config_add_target(struct tdm_config *cfg, const char *iqn, char *err, size_t errlen);
 int tdm_config_del_target(struct tdm_config *cfg, const char *iqn, char *err, size_t errlen);
 int tdm_config_add_lun(struct tdm_config *cfg, const char *iqn, const struct tdm_lun_cfg *lun,
-		       char *err, size_t errlen);
+                       char *err, size_t errlen);
 int tdm_config_del_lun(struct tdm_config *cfg, const char *iqn, uint64_t lun, char *err,
-		       size_t errlen);
+                       size_t errlen);
 int tdm_config_add_acl(struct tdm_config *cfg, const char *iqn, const char *initiator, char *err,
-		       size_t errlen);
+                       size_t errlen);
 int tdm_config_del_acl(struct tdm_config *cfg, const char *iqn, const char *initiator, char *err,
-		       size_t errlen);
+                       size_t errlen);
 int tdm_config_set_chap(struct tdm_config *cfg, const char *iqn /* NULL = discovery */,
-			const struct tdm_chap_cfg *chap, char *err, size_t errlen);
+                        const struct tdm_chap_cfg *chap, char *err, size_t errlen);
 
 /*
  * Additions (admin plane). Deep copy: dst receives its own arrays (free with
@@ -142,8 +142,11 @@ void tdm_lun_defaults(struct tdm_lun_cfg *lun);
 int tdm_chap_check(const struct tdm_chap_cfg *chap, const char *field, char *err, size_t errlen);
 /* iSCSI names compare case-insensitively (RFC 3722 normalises them to lower case). */
 bool tdm_iscsi_name_equal(const char *a, const char *b);
-/* "123", "4096K", "10G", "1.5T" is refused (integers only); K/M/G/T/P and KiB.. are
- * powers of 1024, KB/MB/GB/TB/PB powers of 1000. Returns 0 or -EINVAL/-ERANGE. */
+/*
+ * Sizes like "123", "4096K", "10G", "3MiB", "5GB" (integers only: "1.5T" is refused).
+ * K/M/G/T/P and KiB..PiB are powers of 1024, KB..PB powers of 1000; case-insensitive.
+ * Returns 0, -EINVAL or -ERANGE (overflow).
+ */
 int tdm_parse_size(const char *s, uint64_t *out);
 /* 32 hex digits of a NAA type 6 designator <-> 16 bytes. */
 bool tdm_naa_valid(const char *hex);

@@ -13,9 +13,17 @@
 
 /* Credentials a login must present. */
 struct tdm_auth {
-	struct tdm_chap_cfg chap;
+        struct tdm_chap_cfg chap;
 };
 
+/*
+ * Builds the live targets and LUNs (opening every backing store) from a deep copy of cfg;
+ * the caller keeps cfg. Fails, naming the field, if any LUN cannot be opened.
+ * config_path: the file admin changes are saved to (NULL: not persisted, for tests). The
+ * saved file keeps the daemon-wide settings the file itself has (command-line overrides
+ * applied to cfg are not written back) plus the live targets and discovery CHAP. If
+ * cfg->identities_generated, the file is saved at once so the new LUN identities last.
+ */
 int tdm_registry_init(struct tdm_config *cfg, const char *config_path, char *err, size_t errlen);
 void tdm_registry_fini(void);
 
@@ -25,7 +33,7 @@ void tdm_registry_fini(void);
  * *auth receives the CHAP settings that apply.
  */
 int tdm_registry_login_target(const char *iqn, const char *initiator, struct scsi_target **out,
-			      struct tdm_auth *auth);
+                              struct tdm_auth *auth);
 void tdm_registry_discovery_auth(struct tdm_auth *auth);
 
 /*
@@ -33,10 +41,18 @@ void tdm_registry_discovery_auth(struct tdm_auth *auth);
  * when non-NULL).
  */
 void tdm_registry_for_each_visible(const char *initiator, const char *only,
-				   void (*cb)(void *arg, const char *iqn, uint16_t tpgt),
-				   void *arg);
+                                   void (*cb)(void *arg, const char *iqn, uint16_t tpgt),
+                                   void *arg);
 
-/* Admin operations (control-plane thread only). Each persists the config atomically. */
+/*
+ * Admin operations (control-plane thread; they are also serialised internally). Each
+ * validates, prepares the live objects, saves the config atomically and only then applies:
+ * on failure (error text names the field: "lun: 3 already exists in iqn...") neither the
+ * file nor the live state changed. lun_add generates the LUN identity when naa and serial
+ * are empty, creates (sparse) or grows a regular file when size > 0, and raises REPORTED
+ * LUNS DATA HAS CHANGED on the target's sessions. target_del removes the target's LUNs
+ * too (backing files are kept). ACL and CHAP changes apply to the next login.
+ */
 int tdm_registry_target_add(const char *iqn, char *err, size_t errlen);
 int tdm_registry_target_del(const char *iqn, char *err, size_t errlen);
 int tdm_registry_lun_add(const char *iqn, const struct tdm_lun_cfg *lun, char *err, size_t errlen);
@@ -44,9 +60,16 @@ int tdm_registry_lun_del(const char *iqn, uint64_t lun, char *err, size_t errlen
 int tdm_registry_acl_add(const char *iqn, const char *initiator, char *err, size_t errlen);
 int tdm_registry_acl_del(const char *iqn, const char *initiator, char *err, size_t errlen);
 int tdm_registry_chap_set(const char *iqn /* NULL = discovery */, const struct tdm_chap_cfg *chap,
-			  char *err, size_t errlen);
+                          char *err, size_t errlen);
 
+/*
+ * The live configuration. Its daemon-wide fields never change after init (any thread may
+ * read them); targets and discovery_chap change with admin operations, so only the
+ * control thread may read those through this pointer.
+ */
 const struct tdm_config *tdm_registry_config(void);
+/* The file admin changes are saved to ("" when not persisted). */
+const char *tdm_registry_config_path(void);
 /* Referenced live target by name, or NULL. */
 struct scsi_target *tdm_registry_get_target(const char *iqn);
 

@@ -41,22 +41,26 @@ function flush(r)
 	held_name = ""
 }
 
-# Look at text the current test produced (a log line, or the tail of its "Test:" line).
+# Look at text the current test produced: a log line, or the tail of its "Test:" line. CUnit
+# writes its verdict at the start of a line (test logs are indented) and without a newline, so
+# whatever the suite's teardown logs next may follow it on the same line.
 function consume(text, t)
 {
 	t = text
 	sub(/[ \t\r]+$/, "", t)
+	if (t ~ /^passed/) {
+		finish("PASS", "")
+		return
+	}
+	if (t ~ /^FAILED/) {
+		finish("FAIL", "")
+		return
+	}
 	if (skip == "" && match(t, /\[SKIPPED\][ \t]*/) &&
 	    t !~ /Skipping assert|restrictions on this LUN/)
 		skip = substr(t, RSTART + RLENGTH)
 	if (failmsg == "" && match(t, /\[FAILED\][ \t]*/))
 		failmsg = substr(t, RSTART + RLENGTH)
-	if (t ~ /\[(SKIPPED|FAILED)\]/)
-		return
-	if (t ~ /passed$/)
-		finish("PASS", "")
-	else if (t ~ /FAILED$/)
-		finish("FAIL", "")
 }
 
 BEGIN {
@@ -101,6 +105,8 @@ BEGIN {
 		   $0 ~ /^    [0-9]+\. /) {
 		held_reason = $0
 		sub(/^    [0-9]+\. /, "", held_reason)
+		sub(/    .*$/, "", held_reason) # teardown log glued to the line
+
 	}
 }
 

@@ -24,255 +24,255 @@ static char example_path[PATH_MAX];
 /* deploy/examples/tandem.conf, found from this file's location in the source tree. */
 static const char *example_conf(void)
 {
-	snprintf(example_path, sizeof(example_path), "%s", __FILE__);
-	char *slash = strstr(example_path, "tests/unit/test_config.c");
-	ck_assert_ptr_nonnull(slash);
-	strcpy(slash, "deploy/examples/tandem.conf");
-	return example_path;
+        snprintf(example_path, sizeof(example_path), "%s", __FILE__);
+        char *slash = strstr(example_path, "tests/unit/test_config.c");
+        ck_assert_ptr_nonnull(slash);
+        strcpy(slash, "deploy/examples/tandem.conf");
+        return example_path;
 }
 
 static char *make_tmpdir(void)
 {
-	char *d = strdup("/tmp/tandem-test-config.XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(d));
-	return d;
+        char *d = strdup("/tmp/tandem-test-config.XXXXXX");
+        ck_assert_ptr_nonnull(mkdtemp(d));
+        return d;
 }
 
 static void rm_tree(const char *dir)
 {
-	DIR *d = opendir(dir);
-	if (!d)
-		return;
-	struct dirent *e;
-	char p[PATH_MAX];
-	while ((e = readdir(d))) {
-		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
-		unlink(p);
-	}
-	closedir(d);
-	rmdir(dir);
+        DIR *d = opendir(dir);
+        if (!d)
+                return;
+        struct dirent *e;
+        char p[PATH_MAX];
+        while ((e = readdir(d))) {
+                if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                        continue;
+                snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+                unlink(p);
+        }
+        closedir(d);
+        rmdir(dir);
 }
 
 static size_t count_entries(const char *dir)
 {
-	DIR *d = opendir(dir);
-	ck_assert_ptr_nonnull(d);
-	size_t n = 0;
-	struct dirent *e;
-	while ((e = readdir(d)))
-		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-			n++;
-	closedir(d);
-	return n;
+        DIR *d = opendir(dir);
+        ck_assert_ptr_nonnull(d);
+        size_t n = 0;
+        struct dirent *e;
+        while ((e = readdir(d)))
+                if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+                        n++;
+        closedir(d);
+        return n;
 }
 
 static char *read_all(const char *path)
 {
-	FILE *f = fopen(path, "r");
-	ck_assert_ptr_nonnull(f);
-	static char buf[1 << 16];
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	buf[n] = '\0';
-	fclose(f);
-	return strdup(buf);
+        FILE *f = fopen(path, "r");
+        ck_assert_ptr_nonnull(f);
+        static char buf[1 << 16];
+        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+        buf[n] = '\0';
+        fclose(f);
+        return strdup(buf);
 }
 
 /* ---------------------------------------------------------------- defaults */
 
 START_TEST(test_defaults)
 {
-	struct tdm_config c;
-	char err[256] = "";
-	ck_assert_int_eq(tdm_config_parse_string("", &c, err, sizeof(err)), 0);
-	ck_assert_uint_eq(c.n_listen, 1);
-	ck_assert_str_eq(c.listen[0], "0.0.0.0:3260");
-	ck_assert_str_eq(c.instance, "default");
-	ck_assert_str_eq(c.state_dir, "/var/lib/tandem");
-	ck_assert_uint_eq(c.threads, 0);
-	ck_assert_uint_eq(c.iscsi.max_recv_dsl, 262144);
-	ck_assert_uint_eq(c.iscsi.max_burst, 16776192);
-	ck_assert_uint_eq(c.iscsi.first_burst, 65536);
-	ck_assert(!c.iscsi.initial_r2t);
-	ck_assert(c.iscsi.immediate_data);
-	ck_assert_uint_eq(c.iscsi.max_outstanding_r2t, 1);
-	ck_assert_uint_eq(c.iscsi.queue_depth, 128);
-	ck_assert_uint_eq(c.iscsi.nop_interval_s, 5);
-	ck_assert_uint_eq(c.iscsi.nop_timeout_s, 10);
-	ck_assert_uint_eq(c.iscsi.login_timeout_s, 15);
-	ck_assert(!c.discovery_chap.enabled);
-	ck_assert_uint_eq(c.n_targets, 0);
-	ck_assert(!c.identities_generated);
-	ck_assert_int_eq(tdm_config_validate(&c, err, sizeof(err)), 0);
-	tdm_config_free(&c);
+        struct tdm_config c;
+        char err[256] = "";
+        ck_assert_int_eq(tdm_config_parse_string("", &c, err, sizeof(err)), 0);
+        ck_assert_uint_eq(c.n_listen, 1);
+        ck_assert_str_eq(c.listen[0], "0.0.0.0:3260");
+        ck_assert_str_eq(c.instance, "default");
+        ck_assert_str_eq(c.state_dir, "/var/lib/tandem");
+        ck_assert_uint_eq(c.threads, 0);
+        ck_assert_uint_eq(c.iscsi.max_recv_dsl, 262144);
+        ck_assert_uint_eq(c.iscsi.max_burst, 16776192);
+        ck_assert_uint_eq(c.iscsi.first_burst, 65536);
+        ck_assert(!c.iscsi.initial_r2t);
+        ck_assert(c.iscsi.immediate_data);
+        ck_assert_uint_eq(c.iscsi.max_outstanding_r2t, 1);
+        ck_assert_uint_eq(c.iscsi.queue_depth, 128);
+        ck_assert_uint_eq(c.iscsi.nop_interval_s, 5);
+        ck_assert_uint_eq(c.iscsi.nop_timeout_s, 10);
+        ck_assert_uint_eq(c.iscsi.login_timeout_s, 15);
+        ck_assert(!c.discovery_chap.enabled);
+        ck_assert_uint_eq(c.n_targets, 0);
+        ck_assert(!c.identities_generated);
+        ck_assert_int_eq(tdm_config_validate(&c, err, sizeof(err)), 0);
+        tdm_config_free(&c);
 
-	/* A LUN with only the required fields gets the LUN defaults. */
-	ck_assert_int_eq(tdm_config_parse_string("targets = ({ iqn = \"" IQN1 "\"; luns = ({ lun = "
-						 "3; path = \"/d/x\"; }); });",
-						 &c, err, sizeof(err)),
-			 0);
-	ck_assert_uint_eq(c.targets[0].tpgt, 1);
-	ck_assert_uint_eq(c.targets[0].n_acl, 0);
-	struct tdm_lun_cfg *l = &c.targets[0].luns[0];
-	ck_assert_uint_eq(l->lun, 3);
-	ck_assert_uint_eq(l->block_size, 512);
-	ck_assert_uint_eq(l->size, 0);
-	ck_assert(l->wce);
-	ck_assert(!l->thin);
-	ck_assert(!l->direct);
-	ck_assert(c.identities_generated);
-	ck_assert(tdm_naa_valid(l->naa));
-	tdm_config_free(&c);
+        /* A LUN with only the required fields gets the LUN defaults. */
+        ck_assert_int_eq(tdm_config_parse_string("targets = ({ iqn = \"" IQN1 "\"; luns = ({ lun = "
+                                                 "3; path = \"/d/x\"; }); });",
+                                                 &c, err, sizeof(err)),
+                         0);
+        ck_assert_uint_eq(c.targets[0].tpgt, 1);
+        ck_assert_uint_eq(c.targets[0].n_acl, 0);
+        struct tdm_lun_cfg *l = &c.targets[0].luns[0];
+        ck_assert_uint_eq(l->lun, 3);
+        ck_assert_uint_eq(l->block_size, 512);
+        ck_assert_uint_eq(l->size, 0);
+        ck_assert(l->wce);
+        ck_assert(!l->thin);
+        ck_assert(!l->direct);
+        ck_assert(c.identities_generated);
+        ck_assert(tdm_naa_valid(l->naa));
+        tdm_config_free(&c);
 }
 END_TEST
 
 START_TEST(test_example_file)
 {
-	struct tdm_config c;
-	char err[256] = "";
-	int rc = tdm_config_load(example_conf(), &c, err, sizeof(err));
-	ck_assert_msg(rc == 0, "example config: %s", err);
-	ck_assert_uint_eq(c.n_listen, 2);
-	ck_assert_str_eq(c.listen[1], "[::1]:3260");
-	ck_assert_str_eq(c.log_file, "/var/log/tandem/tandemd.log");
-	ck_assert_int_eq(c.log_level, 6);
-	ck_assert(c.discovery_chap.enabled && c.discovery_chap.mutual);
-	ck_assert_str_eq(c.discovery_chap.mutual_user, "tandem");
-	ck_assert_uint_eq(c.n_targets, 2);
-	struct tdm_target_cfg *t = &c.targets[0];
-	ck_assert_str_eq(t->alias, "disk1");
-	ck_assert_uint_eq(t->n_acl, 2);
-	ck_assert(t->chap.enabled && !t->chap.mutual);
-	ck_assert_uint_eq(t->n_luns, 2);
-	ck_assert_uint_eq(t->luns[0].size, 10ull << 30);
-	ck_assert(t->luns[0].thin);
-	ck_assert_str_eq(t->luns[0].naa, "67a6e640c3f1a2b4d5e6f708192a3b4c");
-	ck_assert_str_eq(t->luns[0].serial, "9f3c2a1b0d4e5f60");
-	/* LUN 1 had no identity: generated, and the flag tells the caller to save. */
-	ck_assert(tdm_naa_valid(t->luns[1].naa));
-	ck_assert(c.identities_generated);
-	ck_assert_str_eq(c.targets[1].acl[0], "ALL");
-	ck_assert_uint_eq(c.targets[1].luns[0].size, 1ull << 30);
-	tdm_config_free(&c);
+        struct tdm_config c;
+        char err[256] = "";
+        int rc = tdm_config_load(example_conf(), &c, err, sizeof(err));
+        ck_assert_msg(rc == 0, "example config: %s", err);
+        ck_assert_uint_eq(c.n_listen, 2);
+        ck_assert_str_eq(c.listen[1], "[::1]:3260");
+        ck_assert_str_eq(c.log_file, "/var/log/tandem/tandemd.log");
+        ck_assert_int_eq(c.log_level, 6);
+        ck_assert(c.discovery_chap.enabled && c.discovery_chap.mutual);
+        ck_assert_str_eq(c.discovery_chap.mutual_user, "tandem");
+        ck_assert_uint_eq(c.n_targets, 2);
+        struct tdm_target_cfg *t = &c.targets[0];
+        ck_assert_str_eq(t->alias, "disk1");
+        ck_assert_uint_eq(t->n_acl, 2);
+        ck_assert(t->chap.enabled && !t->chap.mutual);
+        ck_assert_uint_eq(t->n_luns, 2);
+        ck_assert_uint_eq(t->luns[0].size, 10ull << 30);
+        ck_assert(t->luns[0].thin);
+        ck_assert_str_eq(t->luns[0].naa, "67a6e640c3f1a2b4d5e6f708192a3b4c");
+        ck_assert_str_eq(t->luns[0].serial, "9f3c2a1b0d4e5f60");
+        /* LUN 1 had no identity: generated, and the flag tells the caller to save. */
+        ck_assert(tdm_naa_valid(t->luns[1].naa));
+        ck_assert(c.identities_generated);
+        ck_assert_str_eq(c.targets[1].acl[0], "ALL");
+        ck_assert_uint_eq(c.targets[1].luns[0].size, 1ull << 30);
+        tdm_config_free(&c);
 }
 END_TEST
 
 /* ---------------------------------------------------------------- invalid configs */
 
 struct bad_case {
-	const char *text;
-	const char *expect; /* the whole message must start with this */
+        const char *text;
+        const char *expect; /* the whole message must start with this */
 };
 
 #define T0 "targets = ({ iqn = \"" IQN1 "\"; "
 static const struct bad_case bad_cases[] = {
-	{T0 "luns = ({ lun = 0; path = \"/a\"; }, { lun = 1; path = \"/b\"; size = 1000; }); });",
-	 "targets[0].luns[1].size: must be a positive multiple of 512"},
-	{T0 "luns = ({ lun = 0; path = \"/a\"; size = 0; }); });",
-	 "targets[0].luns[0].size: must be a positive multiple of 512"},
-	{T0 "luns = ({ lun = 0; path = \"/a\"; block_size = 4096; size = \"6K\"; }); });",
-	 "targets[0].luns[0].size: must be a positive multiple of 4096"},
-	{T0 "luns = ({ lun = 0; path = \"/a\"; size = \"12 parsecs\"; }); });",
-	 "targets[0].luns[0].size: must be bytes or a number with"},
-	{T0 "luns = ({ lun = 0; path = \"/a\"; block_size = 520; }); });",
-	 "targets[0].luns[0].block_size: must be 512, 1024, 2048 or 4096, got 520"},
-	{"foo = 1;", "foo: unknown field"},
-	{"iscsi = { max_burts = 1; };", "iscsi.max_burts: unknown field"},
-	{T0 "luns = ({ lun = 0; path = \"/a\"; colour = \"red\"; }); });",
-	 "targets[0].luns[0].colour: unknown field"},
-	{"iscsi = { max_burst = 100; };", "iscsi.max_burst: must be 512..16777215, got 100"},
-	{"iscsi = { max_burst = 16777216; };", "iscsi.max_burst: must be 512..16777215"},
-	{"iscsi = { max_burst = 65536; first_burst = 131072; };",
-	 "iscsi.first_burst: must not exceed iscsi.max_burst (65536)"},
-	{"iscsi = { max_outstanding_r2t = 17; };", "iscsi.max_outstanding_r2t: must be 1..16"},
-	{"iscsi = { queue_depth = 0; };", "iscsi.queue_depth: must be 1..4096, got 0"},
-	{"iscsi = { nop_timeout = 0; };", "iscsi.nop_timeout: must be 1..60, got 0"},
-	{"iscsi = { login_timeout = 301; };", "iscsi.login_timeout: must be 1..300"},
-	{"iscsi = { initial_r2t = 1; };", "iscsi.initial_r2t: must be true or false"},
-	{"iscsi = 5;", "iscsi: must be a group"},
-	{"threads = -1;", "threads: must be 0..1024, got -1"},
-	{"threads = \"many\";", "threads: must be an integer"},
-	{"state_dir = \"var/lib\";", "state_dir: must be an absolute path"},
-	{"instance = \"a/b\";", "instance: must be 1..63 characters"},
-	{"log = { level = \"loud\"; };", "log.level: must be one of"},
-	{"log = { file = \"tandem.log\"; };", "log.file: must be an absolute path"},
-	{"listen = [ \"1.2.3.4:99999\" ];", "listen[0]: \"1.2.3.4:99999\" is not ADDR[:PORT]"},
-	{"listen = [ \"1.2.3.4:3260\", \"[::1\" ];", "listen[1]:"},
-	{"listen = [ ];", "listen: must have 1..8 addresses"},
-	{"listen = [ \"a:1\", \"a:1\" ];", "listen[1]: \"a:1\" is listed twice"},
-	{"targets = ({ alias = \"x\"; });", "targets[0].iqn: missing (required)"},
-	{"targets = ({ iqn = \"iqn.2024-13.org.example:x\"; });",
-	 "targets[0].iqn: \"iqn.2024-13.org.example:x\" is not an iSCSI name"},
-	{T0 "}, { iqn = \"" IQN2 "\"; }, { iqn = \"IQN.2024-01.ORG.EXAMPLE:T1\"; });",
-	 "targets[2].iqn: \"IQN.2024-01.ORG.EXAMPLE:T1\" is already targets[0]"},
-	{T0 "tpgt = 0; });", "targets[0].tpgt: must be 1..65535, got 0"},
-	{T0 "acl = [ \"ALL\", \"bogus\" ]; });",
-	 "targets[0].acl[1]: \"bogus\" is neither ALL nor an iSCSI initiator name"},
-	{T0 "acl = [ \"" INI1 "\", \"" INI1 "\" ]; });", "targets[0].acl[1]: \"" INI1
-							    "\" is listed twice"},
-	{T0 "chap = { user = \"u\"; secret = \"short\"; }; });",
-	 "targets[0].chap.secret: must be 12..255 printable characters"},
-	{T0 "chap = { secret = \"long-enough-secret\"; }; });",
-	 "targets[0].chap.user: must be 1..255 printable characters"},
-	{T0 "chap = { user = \"u\"; secret = \"long-enough-secret\"; mutual_user = \"t\"; }; });",
-	 "targets[0].chap.mutual_secret: must be 12..255"},
-	{"discovery = { chap = { user = \"u\"; secret = \"same-secret-xx\"; mutual_user = \"t\"; "
-	 "mutual_secret = \"same-secret-xx\"; }; };",
-	 "discovery.chap.mutual_secret: must differ from the secret"},
-	{"discovery = { chap = { mutual_user = \"t\"; mutual_secret = \"abcdefghijklmn\"; }; };",
-	 "discovery.chap: mutual CHAP needs CHAP"},
-	{T0 "luns = ({ path = \"/a\"; }); });", "targets[0].luns[0].lun: missing (required)"},
-	{T0 "luns = ({ lun = 0; }); });", "targets[0].luns[0].path: missing (required)"},
-	{T0 "luns = ({ lun = 256; path = \"/a\"; }); });",
-	 "targets[0].luns[0].lun: must be 0..255, got 256"},
-	{T0 "luns = ({ lun = 0; path = \"a.img\"; }); });",
-	 "targets[0].luns[0].path: must be an absolute path, got \"a.img\""},
-	{T0 "luns = ({ lun = 0; path = \"/a\"; }, { lun = 0; path = \"/b\"; }); });",
-	 "targets[0].luns[1].lun: 0 is used twice in this target"},
-	{T0 "luns = ({ lun = 0; path = \"/a\"; }); }, { iqn = \"" IQN2 "\"; luns = ({ lun = 0; "
-	    "path = \"/a\"; }); });",
-	 "targets[1].luns[0].path: already used by targets[0].luns[0]"},
-	{T0 "luns = ({ lun = 0; path = \"/a\"; naa = \"67a6e640c3f1a2b4d5e6f708192a3b4c\"; }); });",
-	 "targets[0].luns[0].serial: missing while naa is set"},
-	{T0 "luns = ({ lun = 0; path = \"/a\"; naa = \"57a6e640c3f1a2b4d5e6f708192a3b4c\"; "
-	    "serial = \"abc\"; }); });",
-	 "targets[0].luns[0].naa: must be 32 hex digits starting with 6"},
-	{T0 "luns = ({ lun = 0; path = \"/a\"; naa = \"67a6e640c3f1a2b4d5e6f708192a3b4c\"; "
-	    "serial = \"s1\"; }, { lun = 1; path = \"/b\"; naa = "
-	    "\"67A6E640C3F1A2B4D5E6F708192A3B4C\"; serial = \"s2\"; }); });",
-	 "targets[0].luns[1].naa: already used by targets[0].luns[0]"},
-	{T0 "luns = ({ lun = 0; path = \"/a\"; naa = \"67a6e640c3f1a2b4d5e6f708192a3b4c\"; "
-	    "serial = \"has space\"; }); });",
-	 "targets[0].luns[0].serial: must be 1..32 characters"},
-	{T0 "luns = { lun = 0; }; });", "targets[0].luns: must be a list"},
-	{"targets = { iqn = \"x\"; };", "targets: must be a list"},
-	{"threads = = 4;", "line 1: "},
+    {T0 "luns = ({ lun = 0; path = \"/a\"; }, { lun = 1; path = \"/b\"; size = 1000; }); });",
+     "targets[0].luns[1].size: must be a positive multiple of 512"},
+    {T0 "luns = ({ lun = 0; path = \"/a\"; size = 0; }); });",
+     "targets[0].luns[0].size: must be a positive multiple of 512"},
+    {T0 "luns = ({ lun = 0; path = \"/a\"; block_size = 4096; size = \"6K\"; }); });",
+     "targets[0].luns[0].size: must be a positive multiple of 4096"},
+    {T0 "luns = ({ lun = 0; path = \"/a\"; size = \"12 parsecs\"; }); });",
+     "targets[0].luns[0].size: must be bytes or a number with"},
+    {T0 "luns = ({ lun = 0; path = \"/a\"; block_size = 520; }); });",
+     "targets[0].luns[0].block_size: must be 512, 1024, 2048 or 4096, got 520"},
+    {"foo = 1;", "foo: unknown field"},
+    {"iscsi = { max_burts = 1; };", "iscsi.max_burts: unknown field"},
+    {T0 "luns = ({ lun = 0; path = \"/a\"; colour = \"red\"; }); });",
+     "targets[0].luns[0].colour: unknown field"},
+    {"iscsi = { max_burst = 100; };", "iscsi.max_burst: must be 512..16777215, got 100"},
+    {"iscsi = { max_burst = 16777216; };", "iscsi.max_burst: must be 512..16777215"},
+    {"iscsi = { max_burst = 65536; first_burst = 131072; };",
+     "iscsi.first_burst: must not exceed iscsi.max_burst (65536)"},
+    {"iscsi = { max_outstanding_r2t = 17; };", "iscsi.max_outstanding_r2t: must be 1..16"},
+    {"iscsi = { queue_depth = 0; };", "iscsi.queue_depth: must be 1..4096, got 0"},
+    {"iscsi = { nop_timeout = 0; };", "iscsi.nop_timeout: must be 1..60, got 0"},
+    {"iscsi = { login_timeout = 301; };", "iscsi.login_timeout: must be 1..300"},
+    {"iscsi = { initial_r2t = 1; };", "iscsi.initial_r2t: must be true or false"},
+    {"iscsi = 5;", "iscsi: must be a group"},
+    {"threads = -1;", "threads: must be 0..1024, got -1"},
+    {"threads = \"many\";", "threads: must be an integer"},
+    {"state_dir = \"var/lib\";", "state_dir: must be an absolute path"},
+    {"instance = \"a/b\";", "instance: must be 1..63 characters"},
+    {"log = { level = \"loud\"; };", "log.level: must be one of"},
+    {"log = { file = \"tandem.log\"; };", "log.file: must be an absolute path"},
+    {"listen = [ \"1.2.3.4:99999\" ];", "listen[0]: \"1.2.3.4:99999\" is not ADDR[:PORT]"},
+    {"listen = [ \"1.2.3.4:3260\", \"[::1\" ];", "listen[1]:"},
+    {"listen = [ ];", "listen: must have 1..8 addresses"},
+    {"listen = [ \"a:1\", \"a:1\" ];", "listen[1]: \"a:1\" is listed twice"},
+    {"targets = ({ alias = \"x\"; });", "targets[0].iqn: missing (required)"},
+    {"targets = ({ iqn = \"iqn.2024-13.org.example:x\"; });",
+     "targets[0].iqn: \"iqn.2024-13.org.example:x\" is not an iSCSI name"},
+    {T0 "}, { iqn = \"" IQN2 "\"; }, { iqn = \"IQN.2024-01.ORG.EXAMPLE:T1\"; });",
+     "targets[2].iqn: \"IQN.2024-01.ORG.EXAMPLE:T1\" is already targets[0]"},
+    {T0 "tpgt = 0; });", "targets[0].tpgt: must be 1..65535, got 0"},
+    {T0 "acl = [ \"ALL\", \"bogus\" ]; });",
+     "targets[0].acl[1]: \"bogus\" is neither ALL nor an iSCSI initiator name"},
+    {T0 "acl = [ \"" INI1 "\", \"" INI1 "\" ]; });",
+     "targets[0].acl[1]: \"" INI1 "\" is listed twice"},
+    {T0 "chap = { user = \"u\"; secret = \"short\"; }; });",
+     "targets[0].chap.secret: must be 12..255 printable characters"},
+    {T0 "chap = { secret = \"long-enough-secret\"; }; });",
+     "targets[0].chap.user: must be 1..255 printable characters"},
+    {T0 "chap = { user = \"u\"; secret = \"long-enough-secret\"; mutual_user = \"t\"; }; });",
+     "targets[0].chap.mutual_secret: must be 12..255"},
+    {"discovery = { chap = { user = \"u\"; secret = \"same-secret-xx\"; mutual_user = \"t\"; "
+     "mutual_secret = \"same-secret-xx\"; }; };",
+     "discovery.chap.mutual_secret: must differ from the secret"},
+    {"discovery = { chap = { mutual_user = \"t\"; mutual_secret = \"abcdefghijklmn\"; }; };",
+     "discovery.chap: mutual CHAP needs CHAP"},
+    {T0 "luns = ({ path = \"/a\"; }); });", "targets[0].luns[0].lun: missing (required)"},
+    {T0 "luns = ({ lun = 0; }); });", "targets[0].luns[0].path: missing (required)"},
+    {T0 "luns = ({ lun = 256; path = \"/a\"; }); });",
+     "targets[0].luns[0].lun: must be 0..255, got 256"},
+    {T0 "luns = ({ lun = 0; path = \"a.img\"; }); });",
+     "targets[0].luns[0].path: must be an absolute path, got \"a.img\""},
+    {T0 "luns = ({ lun = 0; path = \"/a\"; }, { lun = 0; path = \"/b\"; }); });",
+     "targets[0].luns[1].lun: 0 is used twice in this target"},
+    {T0 "luns = ({ lun = 0; path = \"/a\"; }); }, { iqn = \"" IQN2 "\"; luns = ({ lun = 0; "
+        "path = \"/a\"; }); });",
+     "targets[1].luns[0].path: already used by targets[0].luns[0]"},
+    {T0 "luns = ({ lun = 0; path = \"/a\"; naa = \"67a6e640c3f1a2b4d5e6f708192a3b4c\"; }); });",
+     "targets[0].luns[0].serial: missing while naa is set"},
+    {T0 "luns = ({ lun = 0; path = \"/a\"; naa = \"57a6e640c3f1a2b4d5e6f708192a3b4c\"; "
+        "serial = \"abc\"; }); });",
+     "targets[0].luns[0].naa: must be 32 hex digits starting with 6"},
+    {T0 "luns = ({ lun = 0; path = \"/a\"; naa = \"67a6e640c3f1a2b4d5e6f708192a3b4c\"; "
+        "serial = \"s1\"; }, { lun = 1; path = \"/b\"; naa = "
+        "\"67A6E640C3F1A2B4D5E6F708192A3B4C\"; serial = \"s2\"; }); });",
+     "targets[0].luns[1].naa: already used by targets[0].luns[0]"},
+    {T0 "luns = ({ lun = 0; path = \"/a\"; naa = \"67a6e640c3f1a2b4d5e6f708192a3b4c\"; "
+        "serial = \"has space\"; }); });",
+     "targets[0].luns[0].serial: must be 1..32 characters"},
+    {T0 "luns = { lun = 0; }; });", "targets[0].luns: must be a list"},
+    {"targets = { iqn = \"x\"; };", "targets: must be a list"},
+    {"threads = = 4;", "line 1: "},
 };
 
 START_TEST(test_invalid_configs)
 {
-	const struct bad_case *bc = &bad_cases[_i];
-	struct tdm_config c;
-	char err[512] = "";
-	int rc = tdm_config_parse_string(bc->text, &c, err, sizeof(err));
-	ck_assert_msg(rc == -EINVAL, "case %d accepted (rc %d): %s", _i, rc, bc->text);
-	ck_assert_msg(strncmp(err, bc->expect, strlen(bc->expect)) == 0,
-		      "case %d: got \"%s\", want \"%s...\"", _i, err, bc->expect);
-	/* On failure cfg is left empty and safe to free twice. */
-	ck_assert_uint_eq(c.n_targets, 0);
-	ck_assert_ptr_null(c.targets);
-	tdm_config_free(&c);
+        const struct bad_case *bc = &bad_cases[_i];
+        struct tdm_config c;
+        char err[512] = "";
+        int rc = tdm_config_parse_string(bc->text, &c, err, sizeof(err));
+        ck_assert_msg(rc == -EINVAL, "case %d accepted (rc %d): %s", _i, rc, bc->text);
+        ck_assert_msg(strncmp(err, bc->expect, strlen(bc->expect)) == 0,
+                      "case %d: got \"%s\", want \"%s...\"", _i, err, bc->expect);
+        /* On failure cfg is left empty and safe to free twice. */
+        ck_assert_uint_eq(c.n_targets, 0);
+        ck_assert_ptr_null(c.targets);
+        tdm_config_free(&c);
 }
 END_TEST
 
 START_TEST(test_load_missing_file)
 {
-	struct tdm_config c;
-	char err[512] = "";
-	ck_assert_int_eq(tdm_config_load("/nonexistent/tandem.conf", &c, err, sizeof(err)),
-			 -ENOENT);
-	ck_assert_str_eq(err, "/nonexistent/tandem.conf: cannot open: No such file or directory");
+        struct tdm_config c;
+        char err[512] = "";
+        ck_assert_int_eq(tdm_config_load("/nonexistent/tandem.conf", &c, err, sizeof(err)),
+                         -ENOENT);
+        ck_assert_str_eq(err, "/nonexistent/tandem.conf: cannot open: No such file or directory");
 }
 END_TEST
 
@@ -280,180 +280,182 @@ END_TEST
 
 static void assert_chap_eq(const struct tdm_chap_cfg *a, const struct tdm_chap_cfg *b)
 {
-	ck_assert_int_eq(a->enabled, b->enabled);
-	ck_assert_int_eq(a->mutual, b->mutual);
-	ck_assert_str_eq(a->user, b->user);
-	ck_assert_str_eq(a->secret, b->secret);
-	ck_assert_str_eq(a->mutual_user, b->mutual_user);
-	ck_assert_str_eq(a->mutual_secret, b->mutual_secret);
+        ck_assert_int_eq(a->enabled, b->enabled);
+        ck_assert_int_eq(a->mutual, b->mutual);
+        ck_assert_str_eq(a->user, b->user);
+        ck_assert_str_eq(a->secret, b->secret);
+        ck_assert_str_eq(a->mutual_user, b->mutual_user);
+        ck_assert_str_eq(a->mutual_secret, b->mutual_secret);
 }
 
 static void assert_config_eq(const struct tdm_config *a, const struct tdm_config *b)
 {
-	ck_assert_uint_eq(a->n_listen, b->n_listen);
-	for (size_t i = 0; i < a->n_listen; i++)
-		ck_assert_str_eq(a->listen[i], b->listen[i]);
-	ck_assert_str_eq(a->state_dir, b->state_dir);
-	ck_assert_str_eq(a->instance, b->instance);
-	ck_assert_uint_eq(a->threads, b->threads);
-	ck_assert_str_eq(a->log_file, b->log_file);
-	ck_assert_int_eq(a->log_level, b->log_level);
-	ck_assert_int_eq(a->log_syslog, b->log_syslog);
-	ck_assert_mem_eq(&a->iscsi, &b->iscsi, sizeof(a->iscsi));
-	assert_chap_eq(&a->discovery_chap, &b->discovery_chap);
-	ck_assert_uint_eq(a->n_targets, b->n_targets);
-	for (size_t i = 0; i < a->n_targets; i++) {
-		const struct tdm_target_cfg *x = &a->targets[i], *y = &b->targets[i];
-		ck_assert_str_eq(x->iqn, y->iqn);
-		ck_assert_str_eq(x->alias, y->alias);
-		ck_assert_uint_eq(x->tpgt, y->tpgt);
-		ck_assert_uint_eq(x->n_acl, y->n_acl);
-		for (size_t j = 0; j < x->n_acl; j++)
-			ck_assert_str_eq(x->acl[j], y->acl[j]);
-		assert_chap_eq(&x->chap, &y->chap);
-		ck_assert_uint_eq(x->n_luns, y->n_luns);
-		for (size_t j = 0; j < x->n_luns; j++) {
-			const struct tdm_lun_cfg *l = &x->luns[j], *m = &y->luns[j];
-			ck_assert_uint_eq(l->lun, m->lun);
-			ck_assert_str_eq(l->path, m->path);
-			ck_assert_uint_eq(l->size, m->size);
-			ck_assert_int_eq(l->thin, m->thin);
-			ck_assert_int_eq(l->direct, m->direct);
-			ck_assert_int_eq(l->wce, m->wce);
-			ck_assert_uint_eq(l->block_size, m->block_size);
-			ck_assert_str_eq(l->naa, m->naa);
-			ck_assert_str_eq(l->serial, m->serial);
-		}
-	}
+        ck_assert_uint_eq(a->n_listen, b->n_listen);
+        for (size_t i = 0; i < a->n_listen; i++)
+                ck_assert_str_eq(a->listen[i], b->listen[i]);
+        ck_assert_str_eq(a->state_dir, b->state_dir);
+        ck_assert_str_eq(a->instance, b->instance);
+        ck_assert_uint_eq(a->threads, b->threads);
+        ck_assert_str_eq(a->log_file, b->log_file);
+        ck_assert_int_eq(a->log_level, b->log_level);
+        ck_assert_int_eq(a->log_syslog, b->log_syslog);
+        ck_assert_mem_eq(&a->iscsi, &b->iscsi, sizeof(a->iscsi));
+        assert_chap_eq(&a->discovery_chap, &b->discovery_chap);
+        ck_assert_uint_eq(a->n_targets, b->n_targets);
+        for (size_t i = 0; i < a->n_targets; i++) {
+                const struct tdm_target_cfg *x = &a->targets[i], *y = &b->targets[i];
+                ck_assert_str_eq(x->iqn, y->iqn);
+                ck_assert_str_eq(x->alias, y->alias);
+                ck_assert_uint_eq(x->tpgt, y->tpgt);
+                ck_assert_uint_eq(x->n_acl, y->n_acl);
+                for (size_t j = 0; j < x->n_acl; j++)
+                        ck_assert_str_eq(x->acl[j], y->acl[j]);
+                assert_chap_eq(&x->chap, &y->chap);
+                ck_assert_uint_eq(x->n_luns, y->n_luns);
+                for (size_t j = 0; j < x->n_luns; j++) {
+                        const struct tdm_lun_cfg *l = &x->luns[j], *m = &y->luns[j];
+                        ck_assert_uint_eq(l->lun, m->lun);
+                        ck_assert_str_eq(l->path, m->path);
+                        ck_assert_uint_eq(l->size, m->size);
+                        ck_assert_int_eq(l->thin, m->thin);
+                        ck_assert_int_eq(l->direct, m->direct);
+                        ck_assert_int_eq(l->wce, m->wce);
+                        ck_assert_uint_eq(l->block_size, m->block_size);
+                        ck_assert_str_eq(l->naa, m->naa);
+                        ck_assert_str_eq(l->serial, m->serial);
+                }
+        }
 }
 
 START_TEST(test_round_trip)
 {
-	char *dir = make_tmpdir();
-	char path[PATH_MAX], err[512] = "";
-	snprintf(path, sizeof(path), "%s/tandem.conf", dir);
-	struct tdm_config a, b;
-	ck_assert_int_eq(tdm_config_load(example_conf(), &a, err, sizeof(err)), 0);
-	/* Values that stress the writer: quotes and backslashes, a size above 2^32, non-defaults. */
-	strcpy(a.targets[0].chap.secret, "q\"uo\\te$#{};x");
-	a.targets[0].chap.mutual = true;
-	strcpy(a.targets[0].chap.mutual_user, "tgt user");
-	strcpy(a.targets[0].chap.mutual_secret, "another 'secret'");
-	a.targets[0].luns[1].size = 5ull << 40;
-	a.targets[0].luns[1].block_size = 4096;
-	a.targets[0].luns[1].direct = true;
-	a.targets[0].luns[1].wce = false;
-	a.threads = 7;
-	a.iscsi.initial_r2t = true;
-	a.iscsi.nop_interval_s = 0;
-	a.log_level = 7;
-	a.log_syslog = false;
-	ck_assert_int_eq(tdm_config_save(path, &a, err, sizeof(err)), 0);
-	struct stat st;
-	ck_assert_int_eq(stat(path, &st), 0);
-	ck_assert_uint_eq(st.st_mode & 0777, 0600); /* it holds CHAP secrets */
-	int rc = tdm_config_load(path, &b, err, sizeof(err));
-	ck_assert_msg(rc == 0, "reload: %s", err);
-	ck_assert(!b.identities_generated); /* identities were saved */
-	assert_config_eq(&a, &b);
-	/* Saving the reloaded config reproduces the same file byte for byte. */
-	char *first = read_all(path);
-	ck_assert_int_eq(tdm_config_save(path, &b, err, sizeof(err)), 0);
-	char *second = read_all(path);
-	ck_assert_str_eq(first, second);
-	ck_assert_uint_eq(count_entries(dir), 1); /* no temporary files left */
-	free(first);
-	free(second);
-	tdm_config_free(&a);
-	tdm_config_free(&b);
-	rm_tree(dir);
-	free(dir);
+        char *dir = make_tmpdir();
+        char path[PATH_MAX], err[512] = "";
+        snprintf(path, sizeof(path), "%s/tandem.conf", dir);
+        struct tdm_config a, b;
+        ck_assert_int_eq(tdm_config_load(example_conf(), &a, err, sizeof(err)), 0);
+        /* Values that stress the writer: quotes and backslashes, a size above 2^32, non-defaults.
+         */
+        strcpy(a.targets[0].chap.secret, "q\"uo\\te$#{};x");
+        a.targets[0].chap.mutual = true;
+        strcpy(a.targets[0].chap.mutual_user, "tgt user");
+        strcpy(a.targets[0].chap.mutual_secret, "another 'secret'");
+        a.targets[0].luns[1].size = 5ull << 40;
+        a.targets[0].luns[1].block_size = 4096;
+        a.targets[0].luns[1].direct = true;
+        a.targets[0].luns[1].wce = false;
+        a.threads = 7;
+        a.iscsi.initial_r2t = true;
+        a.iscsi.nop_interval_s = 0;
+        a.log_level = 7;
+        a.log_syslog = false;
+        ck_assert_int_eq(tdm_config_save(path, &a, err, sizeof(err)), 0);
+        struct stat st;
+        ck_assert_int_eq(stat(path, &st), 0);
+        ck_assert_uint_eq(st.st_mode & 0777, 0600); /* it holds CHAP secrets */
+        int rc = tdm_config_load(path, &b, err, sizeof(err));
+        ck_assert_msg(rc == 0, "reload: %s", err);
+        ck_assert(!b.identities_generated); /* identities were saved */
+        assert_config_eq(&a, &b);
+        /* Saving the reloaded config reproduces the same file byte for byte. */
+        char *first = read_all(path);
+        ck_assert_int_eq(tdm_config_save(path, &b, err, sizeof(err)), 0);
+        char *second = read_all(path);
+        ck_assert_str_eq(first, second);
+        ck_assert_uint_eq(count_entries(dir), 1); /* no temporary files left */
+        free(first);
+        free(second);
+        tdm_config_free(&a);
+        tdm_config_free(&b);
+        rm_tree(dir);
+        free(dir);
 }
 END_TEST
 
 START_TEST(test_save_failure_keeps_old_file)
 {
-	char *dir = make_tmpdir();
-	char path[PATH_MAX], err[512] = "";
-	snprintf(path, sizeof(path), "%s/tandem.conf", dir);
-	struct tdm_config small, big;
-	ck_assert_int_eq(tdm_config_parse_string("", &small, err, sizeof(err)), 0);
-	ck_assert_int_eq(tdm_config_save(path, &small, err, sizeof(err)), 0);
-	char *before = read_all(path);
-	ck_assert_int_eq(tdm_config_load(example_conf(), &big, err, sizeof(err)), 0);
+        char *dir = make_tmpdir();
+        char path[PATH_MAX], err[512] = "";
+        snprintf(path, sizeof(path), "%s/tandem.conf", dir);
+        struct tdm_config small, big;
+        ck_assert_int_eq(tdm_config_parse_string("", &small, err, sizeof(err)), 0);
+        ck_assert_int_eq(tdm_config_save(path, &small, err, sizeof(err)), 0);
+        char *before = read_all(path);
+        ck_assert_int_eq(tdm_config_load(example_conf(), &big, err, sizeof(err)), 0);
 
-	/* Writing fails halfway (file size limit; root ignores permissions, not rlimits). */
-	signal(SIGXFSZ, SIG_IGN);
-	struct rlimit rl = {.rlim_cur = strlen(before) + 64, .rlim_max = RLIM_INFINITY};
-	ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
-	int rc = tdm_config_save(path, &big, err, sizeof(err));
-	rl.rlim_cur = RLIM_INFINITY;
-	setrlimit(RLIMIT_FSIZE, &rl);
-	ck_assert_int_eq(rc, -EFBIG);
-	ck_assert_msg(strncmp(err, path, strlen(path)) == 0, "%s", err);
-	char *after = read_all(path);
-	ck_assert_str_eq(before, after);
-	ck_assert_uint_eq(count_entries(dir), 1);
-	free(after);
+        /* Writing fails halfway (file size limit; root ignores permissions, not rlimits). */
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit rl = {.rlim_cur = strlen(before) + 64, .rlim_max = RLIM_INFINITY};
+        ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
+        int rc = tdm_config_save(path, &big, err, sizeof(err));
+        rl.rlim_cur = RLIM_INFINITY;
+        setrlimit(RLIMIT_FSIZE, &rl);
+        ck_assert_int_eq(rc, -EFBIG);
+        ck_assert_msg(strncmp(err, path, strlen(path)) == 0, "%s", err);
+        char *after = read_all(path);
+        ck_assert_str_eq(before, after);
+        ck_assert_uint_eq(count_entries(dir), 1);
+        free(after);
 
-	/* An invalid config is refused before anything is written. */
-	strcpy(big.targets[0].luns[0].path, "relative");
-	ck_assert_int_eq(tdm_config_save(path, &big, err, sizeof(err)), -EINVAL);
-	ck_assert_str_eq(err, "targets[0].luns[0].path: must be an absolute path, got \"relative\"");
-	after = read_all(path);
-	ck_assert_str_eq(before, after);
-	free(after);
+        /* An invalid config is refused before anything is written. */
+        strcpy(big.targets[0].luns[0].path, "relative");
+        ck_assert_int_eq(tdm_config_save(path, &big, err, sizeof(err)), -EINVAL);
+        ck_assert_str_eq(err,
+                         "targets[0].luns[0].path: must be an absolute path, got \"relative\"");
+        after = read_all(path);
+        ck_assert_str_eq(before, after);
+        free(after);
 
-	/* A directory that does not exist: an error naming the path, nothing created. */
-	char missing[PATH_MAX];
-	snprintf(missing, sizeof(missing), "%s/nodir/tandem.conf", dir);
-	ck_assert_int_eq(tdm_config_save(missing, &small, err, sizeof(err)), -ENOENT);
-	ck_assert_msg(strstr(err, "nodir/tandem.conf: cannot create temporary file") != NULL, "%s",
-		      err);
-	ck_assert_uint_eq(count_entries(dir), 1);
+        /* A directory that does not exist: an error naming the path, nothing created. */
+        char missing[PATH_MAX];
+        snprintf(missing, sizeof(missing), "%s/nodir/tandem.conf", dir);
+        ck_assert_int_eq(tdm_config_save(missing, &small, err, sizeof(err)), -ENOENT);
+        ck_assert_msg(strstr(err, "nodir/tandem.conf: cannot create temporary file") != NULL, "%s",
+                      err);
+        ck_assert_uint_eq(count_entries(dir), 1);
 
-	free(before);
-	tdm_config_free(&small);
-	tdm_config_free(&big);
-	rm_tree(dir);
-	free(dir);
+        free(before);
+        tdm_config_free(&small);
+        tdm_config_free(&big);
+        rm_tree(dir);
+        free(dir);
 }
 END_TEST
 
 START_TEST(test_unwritable_dir_as_user)
 {
-	/* As an unprivileged user a read-only directory refuses the temp file. */
-	if (geteuid() != 0)
-		return;
-	char *dir = make_tmpdir();
-	char path[PATH_MAX], err[512] = "";
-	snprintf(path, sizeof(path), "%s/tandem.conf", dir);
-	struct tdm_config c;
-	ck_assert_int_eq(tdm_config_parse_string("", &c, err, sizeof(err)), 0);
-	ck_assert_int_eq(tdm_config_save(path, &c, err, sizeof(err)), 0);
-	char *before = read_all(path);
-	ck_assert_int_eq(chown(dir, 65534, 65534), 0);
-	ck_assert_int_eq(chmod(dir, 0555), 0);
-	pid_t pid = fork();
-	if (pid == 0) {
-		if (setgid(65534) || setuid(65534))
-			_exit(2);
-		c.threads = 3;
-		int rc = tdm_config_save(path, &c, err, sizeof(err));
-		_exit(rc == -EACCES && strstr(err, "cannot create temporary file") ? 0 : 1);
-	}
-	int status;
-	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-	ck_assert(WIFEXITED(status));
-	ck_assert_int_eq(WEXITSTATUS(status), 0);
-	char *after = read_all(path);
-	ck_assert_str_eq(before, after);
-	free(before);
-	free(after);
-	tdm_config_free(&c);
-	chmod(dir, 0700);
-	rm_tree(dir);
-	free(dir);
+        /* As an unprivileged user a read-only directory refuses the temp file. */
+        if (geteuid() != 0)
+                return;
+        char *dir = make_tmpdir();
+        char path[PATH_MAX], err[512] = "";
+        snprintf(path, sizeof(path), "%s/tandem.conf", dir);
+        struct tdm_config c;
+        ck_assert_int_eq(tdm_config_parse_string("", &c, err, sizeof(err)), 0);
+        ck_assert_int_eq(tdm_config_save(path, &c, err, sizeof(err)), 0);
+        char *before = read_all(path);
+        ck_assert_int_eq(chown(dir, 65534, 65534), 0);
+        ck_assert_int_eq(chmod(dir, 0555), 0);
+        pid_t pid = fork();
+        if (pid == 0) {
+                if (setgid(65534) || setuid(65534))
+                        _exit(2);
+                c.threads = 3;
+                int rc = tdm_config_save(path, &c, err, sizeof(err));
+                _exit(rc == -EACCES && strstr(err, "cannot create temporary file") ? 0 : 1);
+        }
+        int status;
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        ck_assert(WIFEXITED(status));
+        ck_assert_int_eq(WEXITSTATUS(status), 0);
+        char *after = read_all(path);
+        ck_assert_str_eq(before, after);
+        free(before);
+        free(after);
+        tdm_config_free(&c);
+        chmod(dir, 0700);
+        rm_tree(dir);
+        free(dir);
 }
 END_TEST
 
@@ -461,36 +463,48 @@ END_TEST
 
 START_TEST(test_hostport)
 {
-	char host[128];
-	uint16_t port;
-	ck_assert_int_eq(tdm_parse_hostport("1.2.3.4:3260", host, sizeof(host), &port), 0);
-	ck_assert_str_eq(host, "1.2.3.4");
-	ck_assert_uint_eq(port, 3260);
-	ck_assert_int_eq(tdm_parse_hostport("[::1]:3261", host, sizeof(host), &port), 0);
-	ck_assert_str_eq(host, "::1");
-	ck_assert_uint_eq(port, 3261);
-	ck_assert_int_eq(tdm_parse_hostport("storage.example.org", host, sizeof(host), &port), 0);
-	ck_assert_str_eq(host, "storage.example.org");
-	ck_assert_uint_eq(port, 3260);
-	ck_assert_int_eq(tdm_parse_hostport("[fe80::1:2]", host, sizeof(host), &port), 0);
-	ck_assert_str_eq(host, "fe80::1:2");
-	ck_assert_uint_eq(port, 3260);
-	ck_assert_int_eq(tdm_parse_hostport("2001:db8::7", host, sizeof(host), &port), 0);
-	ck_assert_str_eq(host, "2001:db8::7");
-	ck_assert_uint_eq(port, 3260);
-	ck_assert_int_eq(tdm_parse_hostport("0.0.0.0:65535", host, sizeof(host), &port), 0);
-	ck_assert_uint_eq(port, 65535);
+        char host[128];
+        uint16_t port;
+        ck_assert_int_eq(tdm_parse_hostport("1.2.3.4:3260", host, sizeof(host), &port), 0);
+        ck_assert_str_eq(host, "1.2.3.4");
+        ck_assert_uint_eq(port, 3260);
+        ck_assert_int_eq(tdm_parse_hostport("[::1]:3261", host, sizeof(host), &port), 0);
+        ck_assert_str_eq(host, "::1");
+        ck_assert_uint_eq(port, 3261);
+        ck_assert_int_eq(tdm_parse_hostport("storage.example.org", host, sizeof(host), &port), 0);
+        ck_assert_str_eq(host, "storage.example.org");
+        ck_assert_uint_eq(port, 3260);
+        ck_assert_int_eq(tdm_parse_hostport("[fe80::1:2]", host, sizeof(host), &port), 0);
+        ck_assert_str_eq(host, "fe80::1:2");
+        ck_assert_uint_eq(port, 3260);
+        ck_assert_int_eq(tdm_parse_hostport("2001:db8::7", host, sizeof(host), &port), 0);
+        ck_assert_str_eq(host, "2001:db8::7");
+        ck_assert_uint_eq(port, 3260);
+        ck_assert_int_eq(tdm_parse_hostport("0.0.0.0:65535", host, sizeof(host), &port), 0);
+        ck_assert_uint_eq(port, 65535);
 
-	static const char *const bad[] = {
-		"",	     ":3260",	 "1.2.3.4:",	"1.2.3.4:0", "1.2.3.4:65536", "1.2.3.4:32x",
-		"[::1",	     "[::1]x",	 "[::1]:",	"[zz::1]:1", "[]:3260",	      "a b:1",
-		"1.2.3.4:-1", "1:2:3:4:5:6:7:8:9", "host:+80",
-	};
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		ck_assert_msg(tdm_parse_hostport(bad[i], host, sizeof(host), &port) == -EINVAL,
-			      "accepted \"%s\"", bad[i]);
-	char tiny[4];
-	ck_assert_int_eq(tdm_parse_hostport("10.0.0.1:1", tiny, sizeof(tiny), &port), -EINVAL);
+        static const char *const bad[] = {
+            "",
+            ":3260",
+            "1.2.3.4:",
+            "1.2.3.4:0",
+            "1.2.3.4:65536",
+            "1.2.3.4:32x",
+            "[::1",
+            "[::1]x",
+            "[::1]:",
+            "[zz::1]:1",
+            "[]:3260",
+            "a b:1",
+            "1.2.3.4:-1",
+            "1:2:3:4:5:6:7:8:9",
+            "host:+80",
+        };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+                ck_assert_msg(tdm_parse_hostport(bad[i], host, sizeof(host), &port) == -EINVAL,
+                              "accepted \"%s\"", bad[i]);
+        char tiny[4];
+        ck_assert_int_eq(tdm_parse_hostport("10.0.0.1:1", tiny, sizeof(tiny), &port), -EINVAL);
 }
 END_TEST
 
@@ -498,55 +512,55 @@ END_TEST
 
 START_TEST(test_iscsi_names)
 {
-	static const char *const good[] = {
-		"iqn.2024-01.org.example:t1",
-		"iqn.1993-08.org.debian:01:abcdef123",
-		"iqn.1991-05.com.microsoft:host-1.domain.local",
-		"iqn.2001-04.com.example",
-		"iqn.2001-04.com.example:storage:diskarrays-sn-a8675309",
-		"IQN.2001-04.COM.EXAMPLE:Upper",
-		"eui.02004567A425678D",
-		"naa.52004567BA64678D",
-		"naa.62004567BA64678D0123456789ABCDEF",
-	};
-	static const char *const bad[] = {
-		"",
-		"iqn.",
-		"iqn.2024-1.org.example",
-		"iqn.24-01.org.example",
-		"iqn.2024-00.org.example",
-		"iqn.2024-13.org.example",
-		"iqn.2024-01",
-		"iqn.2024-01.",
-		"iqn.2024-01..org",
-		"iqn.2024-01.org..example",
-		"iqn.2024-01.org.example.:x",
-		"iqn.2024-01.org.example:",
-		"iqn.2024-01.org_ex.example",
-		"iqn.2024-01.org.example:with space",
-		"iqn.2024-01.org.example:under_score",
-		"eui.02004567A425678",
-		"eui.02004567A425678DX",
-		"eui.02004567A425678G",
-		"naa.52004567BA64678",
-		"naa.62004567BA64678D0123456789ABCDE",
-		"foo.2024-01.org.example",
-		"ALL",
-	};
-	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
-		ck_assert_msg(tdm_iscsi_name_valid(good[i]), "refused %s", good[i]);
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		ck_assert_msg(!tdm_iscsi_name_valid(bad[i]), "accepted %s", bad[i]);
-	ck_assert(!tdm_iscsi_name_valid(NULL));
-	/* 223 characters is the limit. */
-	char longname[300] = "iqn.2024-01.org.example:";
-	while (strlen(longname) < 223)
-		strcat(longname, "a");
-	ck_assert(tdm_iscsi_name_valid(longname));
-	strcat(longname, "a");
-	ck_assert(!tdm_iscsi_name_valid(longname));
-	ck_assert(tdm_iscsi_name_equal("IQN.2024-01.Org.Example:X", "iqn.2024-01.org.example:x"));
-	ck_assert(!tdm_iscsi_name_equal("iqn.2024-01.org.example:x", "iqn.2024-01.org.example:y"));
+        static const char *const good[] = {
+            "iqn.2024-01.org.example:t1",
+            "iqn.1993-08.org.debian:01:abcdef123",
+            "iqn.1991-05.com.microsoft:host-1.domain.local",
+            "iqn.2001-04.com.example",
+            "iqn.2001-04.com.example:storage:diskarrays-sn-a8675309",
+            "IQN.2001-04.COM.EXAMPLE:Upper",
+            "eui.02004567A425678D",
+            "naa.52004567BA64678D",
+            "naa.62004567BA64678D0123456789ABCDEF",
+        };
+        static const char *const bad[] = {
+            "",
+            "iqn.",
+            "iqn.2024-1.org.example",
+            "iqn.24-01.org.example",
+            "iqn.2024-00.org.example",
+            "iqn.2024-13.org.example",
+            "iqn.2024-01",
+            "iqn.2024-01.",
+            "iqn.2024-01..org",
+            "iqn.2024-01.org..example",
+            "iqn.2024-01.org.example.:x",
+            "iqn.2024-01.org.example:",
+            "iqn.2024-01.org_ex.example",
+            "iqn.2024-01.org.example:with space",
+            "iqn.2024-01.org.example:under_score",
+            "eui.02004567A425678",
+            "eui.02004567A425678DX",
+            "eui.02004567A425678G",
+            "naa.52004567BA64678",
+            "naa.62004567BA64678D0123456789ABCDE",
+            "foo.2024-01.org.example",
+            "ALL",
+        };
+        for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+                ck_assert_msg(tdm_iscsi_name_valid(good[i]), "refused %s", good[i]);
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+                ck_assert_msg(!tdm_iscsi_name_valid(bad[i]), "accepted %s", bad[i]);
+        ck_assert(!tdm_iscsi_name_valid(NULL));
+        /* 223 characters is the limit. */
+        char longname[300] = "iqn.2024-01.org.example:";
+        while (strlen(longname) < 223)
+                strcat(longname, "a");
+        ck_assert(tdm_iscsi_name_valid(longname));
+        strcat(longname, "a");
+        ck_assert(!tdm_iscsi_name_valid(longname));
+        ck_assert(tdm_iscsi_name_equal("IQN.2024-01.Org.Example:X", "iqn.2024-01.org.example:x"));
+        ck_assert(!tdm_iscsi_name_equal("iqn.2024-01.org.example:x", "iqn.2024-01.org.example:y"));
 }
 END_TEST
 
@@ -554,66 +568,66 @@ END_TEST
 
 START_TEST(test_identity_generation)
 {
-	struct tdm_lun_cfg a, b;
-	tdm_lun_defaults(&a);
-	tdm_lun_defaults(&b);
-	tdm_lun_identity_generate(&a);
-	tdm_lun_identity_generate(&b);
-	ck_assert_uint_eq(strlen(a.naa), 32);
-	ck_assert(tdm_naa_valid(a.naa));
-	/* NAA 6, then the company id 0x7A6E64 spread over the next 24 bits. */
-	ck_assert_int_eq(strncmp(a.naa, "67a6e64", 7), 0);
-	ck_assert_int_eq(strncmp(b.naa, "67a6e64", 7), 0);
-	for (int i = 0; i < 32; i++)
-		ck_assert(strchr("0123456789abcdef", a.naa[i]) != NULL);
-	ck_assert_uint_eq(strlen(a.serial), 16);
-	for (int i = 0; i < 16; i++)
-		ck_assert(strchr("0123456789abcdef", a.serial[i]) != NULL);
-	ck_assert_str_ne(a.naa, b.naa);
-	ck_assert_str_ne(a.serial, b.serial);
-	uint8_t bytes[16];
-	ck_assert_int_eq(tdm_naa_to_bytes(a.naa, bytes), 0);
-	ck_assert_uint_eq(bytes[0], 0x67);
-	ck_assert_uint_eq(bytes[1], 0xa6);
-	ck_assert_uint_eq(bytes[2], 0xe6);
-	ck_assert_uint_eq(bytes[3] >> 4, 0x4);
-	ck_assert_int_eq(tdm_naa_to_bytes("67A6E640C3F1A2B4D5E6F708192A3B4C", bytes), 0);
-	ck_assert_uint_eq(bytes[15], 0x4c);
-	ck_assert_uint_eq(bytes[4], 0xc3);
-	ck_assert_int_eq(tdm_naa_to_bytes("57a6e640c3f1a2b4d5e6f708192a3b4c", bytes), -EINVAL);
-	ck_assert_int_eq(tdm_naa_to_bytes("67a6e640", bytes), -EINVAL);
+        struct tdm_lun_cfg a, b;
+        tdm_lun_defaults(&a);
+        tdm_lun_defaults(&b);
+        tdm_lun_identity_generate(&a);
+        tdm_lun_identity_generate(&b);
+        ck_assert_uint_eq(strlen(a.naa), 32);
+        ck_assert(tdm_naa_valid(a.naa));
+        /* NAA 6, then the company id 0x7A6E64 spread over the next 24 bits. */
+        ck_assert_int_eq(strncmp(a.naa, "67a6e64", 7), 0);
+        ck_assert_int_eq(strncmp(b.naa, "67a6e64", 7), 0);
+        for (int i = 0; i < 32; i++)
+                ck_assert(strchr("0123456789abcdef", a.naa[i]) != NULL);
+        ck_assert_uint_eq(strlen(a.serial), 16);
+        for (int i = 0; i < 16; i++)
+                ck_assert(strchr("0123456789abcdef", a.serial[i]) != NULL);
+        ck_assert_str_ne(a.naa, b.naa);
+        ck_assert_str_ne(a.serial, b.serial);
+        uint8_t bytes[16];
+        ck_assert_int_eq(tdm_naa_to_bytes(a.naa, bytes), 0);
+        ck_assert_uint_eq(bytes[0], 0x67);
+        ck_assert_uint_eq(bytes[1], 0xa6);
+        ck_assert_uint_eq(bytes[2], 0xe6);
+        ck_assert_uint_eq(bytes[3] >> 4, 0x4);
+        ck_assert_int_eq(tdm_naa_to_bytes("67A6E640C3F1A2B4D5E6F708192A3B4C", bytes), 0);
+        ck_assert_uint_eq(bytes[15], 0x4c);
+        ck_assert_uint_eq(bytes[4], 0xc3);
+        ck_assert_int_eq(tdm_naa_to_bytes("57a6e640c3f1a2b4d5e6f708192a3b4c", bytes), -EINVAL);
+        ck_assert_int_eq(tdm_naa_to_bytes("67a6e640", bytes), -EINVAL);
 }
 END_TEST
 
 START_TEST(test_parse_size)
 {
-	uint64_t v;
-	ck_assert_int_eq(tdm_parse_size("4096", &v), 0);
-	ck_assert_uint_eq(v, 4096);
-	ck_assert_int_eq(tdm_parse_size("4K", &v), 0);
-	ck_assert_uint_eq(v, 4096);
-	ck_assert_int_eq(tdm_parse_size("10G", &v), 0);
-	ck_assert_uint_eq(v, 10ull << 30);
-	ck_assert_int_eq(tdm_parse_size("10g", &v), 0);
-	ck_assert_uint_eq(v, 10ull << 30);
-	ck_assert_int_eq(tdm_parse_size("3MiB", &v), 0);
-	ck_assert_uint_eq(v, 3ull << 20);
-	ck_assert_int_eq(tdm_parse_size("2TiB", &v), 0);
-	ck_assert_uint_eq(v, 2ull << 40);
-	ck_assert_int_eq(tdm_parse_size("5GB", &v), 0);
-	ck_assert_uint_eq(v, 5000000000ull);
-	ck_assert_int_eq(tdm_parse_size("1P", &v), 0);
-	ck_assert_uint_eq(v, 1ull << 50);
-	ck_assert_int_eq(tdm_parse_size("512B", &v), 0);
-	ck_assert_uint_eq(v, 512);
-	ck_assert_int_eq(tdm_parse_size("", &v), -EINVAL);
-	ck_assert_int_eq(tdm_parse_size("G", &v), -EINVAL);
-	ck_assert_int_eq(tdm_parse_size("1.5G", &v), -EINVAL);
-	ck_assert_int_eq(tdm_parse_size("-1", &v), -EINVAL);
-	ck_assert_int_eq(tdm_parse_size("10X", &v), -EINVAL);
-	ck_assert_int_eq(tdm_parse_size("10 G", &v), -EINVAL);
-	ck_assert_int_eq(tdm_parse_size("99999999999999999999", &v), -ERANGE);
-	ck_assert_int_eq(tdm_parse_size("16384P", &v), -ERANGE);
+        uint64_t v;
+        ck_assert_int_eq(tdm_parse_size("4096", &v), 0);
+        ck_assert_uint_eq(v, 4096);
+        ck_assert_int_eq(tdm_parse_size("4K", &v), 0);
+        ck_assert_uint_eq(v, 4096);
+        ck_assert_int_eq(tdm_parse_size("10G", &v), 0);
+        ck_assert_uint_eq(v, 10ull << 30);
+        ck_assert_int_eq(tdm_parse_size("10g", &v), 0);
+        ck_assert_uint_eq(v, 10ull << 30);
+        ck_assert_int_eq(tdm_parse_size("3MiB", &v), 0);
+        ck_assert_uint_eq(v, 3ull << 20);
+        ck_assert_int_eq(tdm_parse_size("2TiB", &v), 0);
+        ck_assert_uint_eq(v, 2ull << 40);
+        ck_assert_int_eq(tdm_parse_size("5GB", &v), 0);
+        ck_assert_uint_eq(v, 5000000000ull);
+        ck_assert_int_eq(tdm_parse_size("1P", &v), 0);
+        ck_assert_uint_eq(v, 1ull << 50);
+        ck_assert_int_eq(tdm_parse_size("512B", &v), 0);
+        ck_assert_uint_eq(v, 512);
+        ck_assert_int_eq(tdm_parse_size("", &v), -EINVAL);
+        ck_assert_int_eq(tdm_parse_size("G", &v), -EINVAL);
+        ck_assert_int_eq(tdm_parse_size("1.5G", &v), -EINVAL);
+        ck_assert_int_eq(tdm_parse_size("-1", &v), -EINVAL);
+        ck_assert_int_eq(tdm_parse_size("10X", &v), -EINVAL);
+        ck_assert_int_eq(tdm_parse_size("10 G", &v), -EINVAL);
+        ck_assert_int_eq(tdm_parse_size("99999999999999999999", &v), -ERANGE);
+        ck_assert_int_eq(tdm_parse_size("16384P", &v), -ERANGE);
 }
 END_TEST
 
@@ -621,121 +635,119 @@ END_TEST
 
 START_TEST(test_edits)
 {
-	struct tdm_config c, copy;
-	char err[512] = "";
-	tdm_config_defaults(&c);
-	ck_assert_int_eq(tdm_config_add_target(&c, "bogus", err, sizeof(err)), -EINVAL);
-	ck_assert_int_eq(strncmp(err, "iqn: \"bogus\" is not an iSCSI name", 33), 0);
-	ck_assert_int_eq(tdm_config_add_target(&c, IQN1, err, sizeof(err)), 0);
-	ck_assert_int_eq(tdm_config_add_target(&c, IQN2, err, sizeof(err)), 0);
-	ck_assert_int_eq(tdm_config_add_target(&c, "IQN.2024-01.org.example:T1", err, sizeof(err)),
-			 -EEXIST);
-	ck_assert_str_eq(err, "iqn: target \"IQN.2024-01.org.example:T1\" already exists");
+        struct tdm_config c, copy;
+        char err[512] = "";
+        tdm_config_defaults(&c);
+        ck_assert_int_eq(tdm_config_add_target(&c, "bogus", err, sizeof(err)), -EINVAL);
+        ck_assert_int_eq(strncmp(err, "iqn: \"bogus\" is not an iSCSI name", 33), 0);
+        ck_assert_int_eq(tdm_config_add_target(&c, IQN1, err, sizeof(err)), 0);
+        ck_assert_int_eq(tdm_config_add_target(&c, IQN2, err, sizeof(err)), 0);
+        ck_assert_int_eq(tdm_config_add_target(&c, "IQN.2024-01.org.example:T1", err, sizeof(err)),
+                         -EEXIST);
+        ck_assert_str_eq(err, "iqn: target \"IQN.2024-01.org.example:T1\" already exists");
 
-	struct tdm_lun_cfg l;
-	tdm_lun_defaults(&l);
-	l.lun = 0;
-	strcpy(l.path, "/srv/a.img");
-	l.size = 1 << 20;
-	ck_assert_int_eq(tdm_config_add_lun(&c, IQN1, &l, err, sizeof(err)), 0);
-	struct tdm_lun_cfg *added = tdm_config_find_lun(tdm_config_find_target(&c, IQN1), 0);
-	ck_assert_ptr_nonnull(added);
-	ck_assert(tdm_naa_valid(added->naa)); /* identity generated on add */
-	ck_assert_int_eq(tdm_config_add_lun(&c, IQN1, &l, err, sizeof(err)), -EEXIST);
-	ck_assert_str_eq(err, "lun: 0 already exists in " IQN1);
-	l.lun = 1;
-	ck_assert_int_eq(tdm_config_add_lun(&c, IQN2, &l, err, sizeof(err)), -EEXIST);
-	ck_assert_str_eq(err, "path: /srv/a.img is already LUN 0 of " IQN1);
-	strcpy(l.path, "b.img");
-	ck_assert_int_eq(tdm_config_add_lun(&c, IQN2, &l, err, sizeof(err)), -EINVAL);
-	ck_assert_str_eq(err, "path: must be an absolute path, got \"b.img\"");
-	strcpy(l.path, "/srv/b.img");
-	l.lun = 300;
-	ck_assert_int_eq(tdm_config_add_lun(&c, IQN2, &l, err, sizeof(err)), -EINVAL);
-	ck_assert_str_eq(err, "lun: must be 0..255, got 300");
-	l.lun = 1;
-	l.size = 1000;
-	ck_assert_int_eq(tdm_config_add_lun(&c, IQN2, &l, err, sizeof(err)), -EINVAL);
-	ck_assert_str_eq(err, "size: must be a positive multiple of 512");
-	l.size = 0;
-	ck_assert_int_eq(tdm_config_add_lun(&c, "iqn.2024-01.org.example:none", &l, err,
-					    sizeof(err)),
-			 -ENOENT);
-	ck_assert_str_eq(err, "iqn: no target \"iqn.2024-01.org.example:none\"");
-	ck_assert_int_eq(tdm_config_add_lun(&c, IQN2, &l, err, sizeof(err)), 0);
+        struct tdm_lun_cfg l;
+        tdm_lun_defaults(&l);
+        l.lun = 0;
+        strcpy(l.path, "/srv/a.img");
+        l.size = 1 << 20;
+        ck_assert_int_eq(tdm_config_add_lun(&c, IQN1, &l, err, sizeof(err)), 0);
+        struct tdm_lun_cfg *added = tdm_config_find_lun(tdm_config_find_target(&c, IQN1), 0);
+        ck_assert_ptr_nonnull(added);
+        ck_assert(tdm_naa_valid(added->naa)); /* identity generated on add */
+        ck_assert_int_eq(tdm_config_add_lun(&c, IQN1, &l, err, sizeof(err)), -EEXIST);
+        ck_assert_str_eq(err, "lun: 0 already exists in " IQN1);
+        l.lun = 1;
+        ck_assert_int_eq(tdm_config_add_lun(&c, IQN2, &l, err, sizeof(err)), -EEXIST);
+        ck_assert_str_eq(err, "path: /srv/a.img is already LUN 0 of " IQN1);
+        strcpy(l.path, "b.img");
+        ck_assert_int_eq(tdm_config_add_lun(&c, IQN2, &l, err, sizeof(err)), -EINVAL);
+        ck_assert_str_eq(err, "path: must be an absolute path, got \"b.img\"");
+        strcpy(l.path, "/srv/b.img");
+        l.lun = 300;
+        ck_assert_int_eq(tdm_config_add_lun(&c, IQN2, &l, err, sizeof(err)), -EINVAL);
+        ck_assert_str_eq(err, "lun: must be 0..255, got 300");
+        l.lun = 1;
+        l.size = 1000;
+        ck_assert_int_eq(tdm_config_add_lun(&c, IQN2, &l, err, sizeof(err)), -EINVAL);
+        ck_assert_str_eq(err, "size: must be a positive multiple of 512");
+        l.size = 0;
+        ck_assert_int_eq(
+            tdm_config_add_lun(&c, "iqn.2024-01.org.example:none", &l, err, sizeof(err)), -ENOENT);
+        ck_assert_str_eq(err, "iqn: no target \"iqn.2024-01.org.example:none\"");
+        ck_assert_int_eq(tdm_config_add_lun(&c, IQN2, &l, err, sizeof(err)), 0);
 
-	ck_assert_int_eq(tdm_config_add_acl(&c, IQN1, "all", err, sizeof(err)), 0);
-	ck_assert_str_eq(tdm_config_find_target(&c, IQN1)->acl[0], "ALL");
-	ck_assert_int_eq(tdm_config_add_acl(&c, IQN1, INI1, err, sizeof(err)), 0);
-	ck_assert_int_eq(tdm_config_add_acl(&c, IQN1, INI1, err, sizeof(err)), -EEXIST);
-	ck_assert_int_eq(tdm_config_add_acl(&c, IQN1, "nobody", err, sizeof(err)), -EINVAL);
-	ck_assert_int_eq(strncmp(err, "initiator: \"nobody\" is neither ALL", 34), 0);
-	ck_assert_int_eq(tdm_config_del_acl(&c, IQN1, "ALL", err, sizeof(err)), 0);
-	ck_assert_int_eq(tdm_config_del_acl(&c, IQN1, "ALL", err, sizeof(err)), -ENOENT);
-	ck_assert_uint_eq(tdm_config_find_target(&c, IQN1)->n_acl, 1);
+        ck_assert_int_eq(tdm_config_add_acl(&c, IQN1, "all", err, sizeof(err)), 0);
+        ck_assert_str_eq(tdm_config_find_target(&c, IQN1)->acl[0], "ALL");
+        ck_assert_int_eq(tdm_config_add_acl(&c, IQN1, INI1, err, sizeof(err)), 0);
+        ck_assert_int_eq(tdm_config_add_acl(&c, IQN1, INI1, err, sizeof(err)), -EEXIST);
+        ck_assert_int_eq(tdm_config_add_acl(&c, IQN1, "nobody", err, sizeof(err)), -EINVAL);
+        ck_assert_int_eq(strncmp(err, "initiator: \"nobody\" is neither ALL", 34), 0);
+        ck_assert_int_eq(tdm_config_del_acl(&c, IQN1, "ALL", err, sizeof(err)), 0);
+        ck_assert_int_eq(tdm_config_del_acl(&c, IQN1, "ALL", err, sizeof(err)), -ENOENT);
+        ck_assert_uint_eq(tdm_config_find_target(&c, IQN1)->n_acl, 1);
 
-	struct tdm_chap_cfg chap = {.enabled = true};
-	strcpy(chap.user, "alice");
-	strcpy(chap.secret, "0123456789ab");
-	ck_assert_int_eq(tdm_config_set_chap(&c, IQN1, &chap, err, sizeof(err)), 0);
-	chap.mutual = true;
-	strcpy(chap.mutual_user, "tgt");
-	strcpy(chap.mutual_secret, "0123456789ab");
-	ck_assert_int_eq(tdm_config_set_chap(&c, NULL, &chap, err, sizeof(err)),
-			 -EINVAL);
-	ck_assert_str_eq(err, "chap.mutual_secret: must differ from the secret (RFC 7143 12.1.3)");
-	strcpy(chap.mutual_secret, "zyxwvutsrq98");
-	ck_assert_int_eq(tdm_config_set_chap(&c, NULL, &chap, err, sizeof(err)), 0);
-	ck_assert(c.discovery_chap.mutual);
-	ck_assert_int_eq(tdm_config_validate(&c, err, sizeof(err)), 0);
+        struct tdm_chap_cfg chap = {.enabled = true};
+        strcpy(chap.user, "alice");
+        strcpy(chap.secret, "0123456789ab");
+        ck_assert_int_eq(tdm_config_set_chap(&c, IQN1, &chap, err, sizeof(err)), 0);
+        chap.mutual = true;
+        strcpy(chap.mutual_user, "tgt");
+        strcpy(chap.mutual_secret, "0123456789ab");
+        ck_assert_int_eq(tdm_config_set_chap(&c, NULL, &chap, err, sizeof(err)), -EINVAL);
+        ck_assert_str_eq(err, "chap.mutual_secret: must differ from the secret (RFC 7143 12.1.3)");
+        strcpy(chap.mutual_secret, "zyxwvutsrq98");
+        ck_assert_int_eq(tdm_config_set_chap(&c, NULL, &chap, err, sizeof(err)), 0);
+        ck_assert(c.discovery_chap.mutual);
+        ck_assert_int_eq(tdm_config_validate(&c, err, sizeof(err)), 0);
 
-	/* A deep copy is independent of the original. */
-	ck_assert_int_eq(tdm_config_copy(&copy, &c), 0);
-	ck_assert_int_eq(tdm_config_del_target(&copy, IQN1, err, sizeof(err)), 0);
-	ck_assert_int_eq(tdm_config_del_lun(&copy, IQN2, 1, err, sizeof(err)), 0);
-	ck_assert_int_eq(tdm_config_del_lun(&copy, IQN2, 1, err, sizeof(err)), -ENOENT);
-	ck_assert_str_eq(err, "lun: no LUN 1 in " IQN2);
-	ck_assert_uint_eq(copy.n_targets, 1);
-	ck_assert_uint_eq(c.n_targets, 2);
-	ck_assert_uint_eq(tdm_config_find_target(&c, IQN2)->n_luns, 1);
-	ck_assert_ptr_nonnull(tdm_config_find_target(&c, IQN1));
-	ck_assert_int_eq(tdm_config_del_target(&copy, IQN1, err, sizeof(err)), -ENOENT);
+        /* A deep copy is independent of the original. */
+        ck_assert_int_eq(tdm_config_copy(&copy, &c), 0);
+        ck_assert_int_eq(tdm_config_del_target(&copy, IQN1, err, sizeof(err)), 0);
+        ck_assert_int_eq(tdm_config_del_lun(&copy, IQN2, 1, err, sizeof(err)), 0);
+        ck_assert_int_eq(tdm_config_del_lun(&copy, IQN2, 1, err, sizeof(err)), -ENOENT);
+        ck_assert_str_eq(err, "lun: no LUN 1 in " IQN2);
+        ck_assert_uint_eq(copy.n_targets, 1);
+        ck_assert_uint_eq(c.n_targets, 2);
+        ck_assert_uint_eq(tdm_config_find_target(&c, IQN2)->n_luns, 1);
+        ck_assert_ptr_nonnull(tdm_config_find_target(&c, IQN1));
+        ck_assert_int_eq(tdm_config_del_target(&copy, IQN1, err, sizeof(err)), -ENOENT);
 
-	/* Clearing CHAP. */
-	struct tdm_chap_cfg off = {.enabled = false};
-	ck_assert_int_eq(tdm_config_set_chap(&c, IQN1, &off, err, sizeof(err)), 0);
-	ck_assert(!tdm_config_find_target(&c, IQN1)->chap.enabled);
-	tdm_config_free(&copy);
-	tdm_config_free(&c);
+        /* Clearing CHAP. */
+        struct tdm_chap_cfg off = {.enabled = false};
+        ck_assert_int_eq(tdm_config_set_chap(&c, IQN1, &off, err, sizeof(err)), 0);
+        ck_assert(!tdm_config_find_target(&c, IQN1)->chap.enabled);
+        tdm_config_free(&copy);
+        tdm_config_free(&c);
 }
 END_TEST
 
 static Suite *config_suite(void)
 {
-	Suite *s = suite_create("config");
-	TCase *tc = tcase_create("config");
-	tcase_add_test(tc, test_defaults);
-	tcase_add_test(tc, test_example_file);
-	tcase_add_loop_test(tc, test_invalid_configs, 0,
-			    (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
-	tcase_add_test(tc, test_load_missing_file);
-	tcase_add_test(tc, test_round_trip);
-	tcase_add_test(tc, test_save_failure_keeps_old_file);
-	tcase_add_test(tc, test_unwritable_dir_as_user);
-	tcase_add_test(tc, test_hostport);
-	tcase_add_test(tc, test_iscsi_names);
-	tcase_add_test(tc, test_identity_generation);
-	tcase_add_test(tc, test_parse_size);
-	tcase_add_test(tc, test_edits);
-	suite_add_tcase(s, tc);
-	return s;
+        Suite *s = suite_create("config");
+        TCase *tc = tcase_create("config");
+        tcase_add_test(tc, test_defaults);
+        tcase_add_test(tc, test_example_file);
+        tcase_add_loop_test(tc, test_invalid_configs, 0,
+                            (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
+        tcase_add_test(tc, test_load_missing_file);
+        tcase_add_test(tc, test_round_trip);
+        tcase_add_test(tc, test_save_failure_keeps_old_file);
+        tcase_add_test(tc, test_unwritable_dir_as_user);
+        tcase_add_test(tc, test_hostport);
+        tcase_add_test(tc, test_iscsi_names);
+        tcase_add_test(tc, test_identity_generation);
+        tcase_add_test(tc, test_parse_size);
+        tcase_add_test(tc, test_edits);
+        suite_add_tcase(s, tc);
+        return s;
 }
 
 int main(void)
 {
-	SRunner *sr = srunner_create(config_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        SRunner *sr = srunner_create(config_suite());
+        srunner_run_all(sr, CK_NORMAL);
+        int failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -1,0 +1,812 @@
+/* tandemctl: argument parsing into admin requests, and printing of the answers. */
+#include "admin/ctl.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "tandem/config.h"
+
+/* ---------------------------------------------------------------- usage */
+
+static const struct {
+        const char *topic;
+        const char *text;
+} usages[] = {
+    {"target", "  target add IQN\n"
+               "  target del IQN              (its LUNs go too; backing files are kept)\n"},
+    {"lun", "  lun add IQN LUN PATH [--size BYTES] [--thin] [--direct] [--block-size N]\n"
+            "  lun del IQN LUN\n"},
+    {"acl", "  acl add IQN INITIATOR_IQN|ALL\n"
+            "  acl del IQN INITIATOR_IQN|ALL\n"},
+    {"chap", "  chap set IQN USER SECRET [--mutual USER SECRET]\n"
+             "  chap set --discovery USER SECRET [--mutual USER SECRET]\n"
+             "  chap clear IQN | chap clear --discovery\n"},
+    {"status", "  status [--json]\n"},
+    {"stats", "  stats [IQN] [--json]\n"},
+};
+
+static const char usage_details[] =
+    "\n"
+    "Options:\n"
+    "  --instance NAME   the tandemd instance to talk to (default \"default\")\n"
+    "  --json            machine-readable output\n"
+    "  --help            this text; `tandemctl COMMAND --help` for one command\n"
+    "\n"
+    "IQN and INITIATOR_IQN are iSCSI names: iqn.YYYY-MM.reversed.domain[:id],\n"
+    "eui.<16 hex> or naa.<16|32 hex>. ALL lets every initiator log in.\n"
+    "LUN is 0..255. PATH is a regular file or a block device; a relative path is taken\n"
+    "from the current directory. --size creates a missing file (sparse) or grows it;\n"
+    "BYTES takes K M G T P (powers of 1024, also KiB MiB ...) or KB MB GB TB PB\n"
+    "(powers of 1000). --thin allows UNMAP. --direct opens with O_DIRECT.\n"
+    "CHAP secrets are 12..255 characters; USER/SECRET after --mutual are what the\n"
+    "target answers with when the initiator authenticates it.\n"
+    "Must run as root.\n";
+
+void admin_ctl_usage(FILE *out, const char *topic)
+{
+        fprintf(out, "usage: tandemctl [--instance NAME] COMMAND ...\n\n");
+        bool any = false;
+        for (size_t i = 0; i < sizeof(usages) / sizeof(usages[0]); i++) {
+                if (topic && strcmp(topic, usages[i].topic) != 0)
+                        continue;
+                fputs(usages[i].text, out);
+                any = true;
+        }
+        if (!any)
+                for (size_t i = 0; i < sizeof(usages) / sizeof(usages[0]); i++)
+                        fputs(usages[i].text, out);
+        fputs(usage_details, out);
+}
+
+/* ---------------------------------------------------------------- parsing */
+
+__attribute__((format(printf, 3, 4))) static int bad(char *err, size_t errlen, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+        return -EINVAL;
+}
+
+static const char name_forms[] = "(iqn.YYYY-MM.domain[:id], eui.<16 hex>, naa.<16|32 hex>)";
+
+static int check_iqn(const char *field, const char *v, char *err, size_t errlen)
+{
+        if (!tdm_iscsi_name_valid(v))
+                return bad(err, errlen, "%s: \"%s\" is not an iSCSI name %s", field, v, name_forms);
+        return 0;
+}
+
+static int parse_lun_id(const char *v, uint32_t *out, char *err, size_t errlen)
+{
+        size_t n = strlen(v);
+        bool digits = n > 0 && n <= 3;
+        for (size_t i = 0; digits && i < n; i++)
+                digits = isdigit((unsigned char)v[i]);
+        if (!digits || atoi(v) > TDM_LUN_ID_MAX)
+                return bad(err, errlen, "lun: must be 0..%d, got \"%s\"", TDM_LUN_ID_MAX, v);
+        *out = (uint32_t)atoi(v);
+        return 0;
+}
+
+/* Positional arguments and options of one command, collected from argv. */
+struct args {
+        const char *pos[8];
+        int n_pos;
+        const char *size, *block_size, *mutual_user, *mutual_secret;
+        bool thin, direct, discovery, json, help;
+};
+
+static int collect(struct args *a, int argc, char **argv, int i, const char *cmd, char *err,
+                   size_t errlen)
+{
+        for (; i < argc; i++) {
+                const char *s = argv[i];
+                if (s[0] != '-' || s[1] == '\0') {
+                        if (a->n_pos == (int)(sizeof(a->pos) / sizeof(a->pos[0])))
+                                return bad(err, errlen, "%s: unexpected argument \"%s\"", cmd, s);
+                        a->pos[a->n_pos++] = s;
+                        continue;
+                }
+                const char **slot = NULL;
+                if (strcmp(s, "--json") == 0)
+                        a->json = true;
+                else if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0)
+                        a->help = true;
+                else if (strcmp(s, "--thin") == 0)
+                        a->thin = true;
+                else if (strcmp(s, "--direct") == 0)
+                        a->direct = true;
+                else if (strcmp(s, "--discovery") == 0)
+                        a->discovery = true;
+                else if (strcmp(s, "--size") == 0)
+                        slot = &a->size;
+                else if (strcmp(s, "--block-size") == 0)
+                        slot = &a->block_size;
+                else if (strcmp(s, "--mutual") == 0) {
+                        if (i + 2 >= argc)
+                                return bad(err, errlen, "%s: --mutual needs USER and SECRET", cmd);
+                        a->mutual_user = argv[++i];
+                        a->mutual_secret = argv[++i];
+                } else if (strncmp(s, "--size=", 7) == 0)
+                        a->size = s + 7;
+                else if (strncmp(s, "--block-size=", 13) == 0)
+                        a->block_size = s + 13;
+                else
+                        return bad(err, errlen, "%s: unknown option \"%s\"", cmd, s);
+                if (slot) {
+                        if (i + 1 >= argc)
+                                return bad(err, errlen, "%s: %s needs a value", cmd, s);
+                        *slot = argv[++i];
+                }
+        }
+        return 0;
+}
+
+/* Which options each command takes (anything else given is an error). */
+enum {
+        O_SIZE = 1,
+        O_BLOCK = 2,
+        O_THIN = 4,
+        O_DIRECT = 8,
+        O_DISCOVERY = 16,
+        O_MUTUAL = 32,
+};
+
+static int check_options(const struct args *a, unsigned allowed, const char *cmd, char *err,
+                         size_t errlen)
+{
+        const struct {
+                bool given;
+                unsigned flag;
+                const char *name;
+        } opts[] = {
+            {a->size != NULL, O_SIZE, "--size"},
+            {a->block_size != NULL, O_BLOCK, "--block-size"},
+            {a->thin, O_THIN, "--thin"},
+            {a->direct, O_DIRECT, "--direct"},
+            {a->discovery, O_DISCOVERY, "--discovery"},
+            {a->mutual_user != NULL, O_MUTUAL, "--mutual"},
+        };
+        for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
+                if (opts[i].given && !(opts[i].flag & allowed))
+                        return bad(err, errlen, "%s: %s does not apply here", cmd, opts[i].name);
+        return 0;
+}
+
+static int check_count(const struct args *a, int want, const char *cmd, const char *names,
+                       char *err, size_t errlen)
+{
+        if (a->n_pos < want)
+                return bad(err, errlen, "%s: missing %s", cmd, names);
+        if (a->n_pos > want)
+                return bad(err, errlen, "%s: unexpected argument \"%s\"", cmd, a->pos[want]);
+        return 0;
+}
+
+static int absolute_path(struct admin_ctl *ctl, const char *p, char *err, size_t errlen)
+{
+        if (!*p)
+                return bad(err, errlen, "path: must not be empty");
+        if (p[0] == '/') {
+                if (strlen(p) >= sizeof(ctl->path))
+                        return bad(err, errlen, "path: too long");
+                snprintf(ctl->path, sizeof(ctl->path), "%s", p);
+                return 0;
+        }
+        char cwd[4096];
+        if (!getcwd(cwd, sizeof(cwd)))
+                return bad(err, errlen,
+                           "path: \"%s\" is relative and the current directory is "
+                           "unknown",
+                           p);
+        size_t dl = strcmp(cwd, "/") ? strlen(cwd) : 0, pl = strlen(p);
+        if (dl + 1 + pl >= sizeof(ctl->path))
+                return bad(err, errlen, "path: too long");
+        memcpy(ctl->path, cwd, dl);
+        ctl->path[dl] = '/';
+        memcpy(ctl->path + dl + 1, p, pl + 1);
+        return 0;
+}
+
+static int parse_lun_add(struct admin_ctl *ctl, const struct args *a, char *err, size_t errlen)
+{
+        Tandem__Admin__LunAdd *m = &ctl->op.lun_add;
+        int rc;
+        tandem__admin__lun_add__init(m);
+        if ((rc = check_options(a, O_SIZE | O_BLOCK | O_THIN | O_DIRECT, "lun add", err, errlen)) ||
+            (rc = check_count(a, 3, "lun add", "IQN LUN PATH", err, errlen)) ||
+            (rc = check_iqn("iqn", a->pos[0], err, errlen)) ||
+            (rc = parse_lun_id(a->pos[1], &m->lun, err, errlen)) ||
+            (rc = absolute_path(ctl, a->pos[2], err, errlen)))
+                return rc;
+        m->iqn = (char *)a->pos[0];
+        m->path = ctl->path;
+        m->thin = a->thin;
+        m->direct = a->direct;
+        uint32_t bs = TDM_DEFAULT_BLOCK_SIZE;
+        if (a->block_size) {
+                uint64_t v;
+                if (tdm_parse_size(a->block_size, &v) < 0 ||
+                    (v != 512 && v != 1024 && v != 2048 && v != 4096))
+                        return bad(err, errlen,
+                                   "block-size: must be 512, 1024, 2048 or 4096, got \"%s\"",
+                                   a->block_size);
+                bs = (uint32_t)v;
+                m->block_size = bs;
+        }
+        if (a->size) {
+                int r = tdm_parse_size(a->size, &m->size);
+                if (r == -ERANGE)
+                        return bad(err, errlen, "size: too large, got \"%s\"", a->size);
+                if (r < 0 || m->size == 0)
+                        return bad(err, errlen,
+                                   "size: must be a positive number of bytes with an optional unit "
+                                   "(K M G T, KiB MiB ..., KB MB ...), got \"%s\"",
+                                   a->size);
+                if (m->size % bs)
+                        return bad(err, errlen,
+                                   "size: must be a positive multiple of %u, got \"%s\"", bs,
+                                   a->size);
+        }
+        ctl->req.op_case = TANDEM__ADMIN__ADMIN_REQUEST__OP_LUN_ADD;
+        ctl->req.lun_add = m;
+        return 0;
+}
+
+static int parse_chap(struct admin_ctl *ctl, const struct args *a, bool clear, char *err,
+                      size_t errlen)
+{
+        const char *cmd = clear ? "chap clear" : "chap set";
+        Tandem__Admin__ChapSet *m = &ctl->op.chap_set;
+        tandem__admin__chap_set__init(m);
+        int rc = check_options(a, O_DISCOVERY | (clear ? 0 : O_MUTUAL), cmd, err, errlen);
+        if (rc)
+                return rc;
+        int first = 0;
+        if (a->discovery) {
+                m->discovery = true;
+        } else {
+                if (a->n_pos < 1)
+                        return bad(err, errlen, "%s: missing IQN (or --discovery)", cmd);
+                if ((rc = check_iqn("iqn", a->pos[0], err, errlen)))
+                        return rc;
+                m->iqn = (char *)a->pos[0];
+                first = 1;
+        }
+        if ((rc = check_count(a, first + (clear ? 0 : 2), cmd, "USER SECRET", err, errlen)))
+                return rc;
+        if (!clear) {
+                struct tdm_chap_cfg c = {.enabled = true, .mutual = a->mutual_user != NULL};
+                const char *vals[] = {a->pos[first], a->pos[first + 1], a->mutual_user,
+                                      a->mutual_secret};
+                char *dst[] = {c.user, c.secret, c.mutual_user, c.mutual_secret};
+                const char *names[] = {"user", "secret", "mutual user", "mutual secret"};
+                for (int i = 0; i < 4; i++) {
+                        if (!vals[i])
+                                continue;
+                        if (strlen(vals[i]) >= TDM_CHAP_MAX)
+                                return bad(err, errlen, "%s: too long (at most %d characters)",
+                                           names[i], TDM_CHAP_MAX - 1);
+                        strcpy(dst[i], vals[i]);
+                }
+                if ((rc = tdm_chap_check(&c, "", err, errlen)))
+                        return rc;
+                m->user = (char *)vals[0];
+                m->secret = (char *)vals[1];
+                if (c.mutual) {
+                        m->mutual_user = (char *)a->mutual_user;
+                        m->mutual_secret = (char *)a->mutual_secret;
+                }
+        }
+        ctl->req.op_case = TANDEM__ADMIN__ADMIN_REQUEST__OP_CHAP_SET;
+        ctl->req.chap_set = m;
+        return 0;
+}
+
+static int parse_command(struct admin_ctl *ctl, const char *cmd, const char *sub,
+                         const struct args *a, char *err, size_t errlen)
+{
+        int rc;
+        Tandem__Admin__AdminRequest *q = &ctl->req;
+        if (strcmp(cmd, "target") == 0 && sub) {
+                const char *name = strcmp(sub, "add") == 0 ? "target add" : "target del";
+                if ((rc = check_options(a, 0, name, err, errlen)) ||
+                    (rc = check_count(a, 1, name, "IQN", err, errlen)) ||
+                    (rc = check_iqn("iqn", a->pos[0], err, errlen)))
+                        return rc;
+                if (strcmp(sub, "add") == 0) {
+                        tandem__admin__target_add__init(&ctl->op.target_add);
+                        ctl->op.target_add.iqn = (char *)a->pos[0];
+                        q->op_case = TANDEM__ADMIN__ADMIN_REQUEST__OP_TARGET_ADD;
+                        q->target_add = &ctl->op.target_add;
+                } else {
+                        tandem__admin__target_del__init(&ctl->op.target_del);
+                        ctl->op.target_del.iqn = (char *)a->pos[0];
+                        q->op_case = TANDEM__ADMIN__ADMIN_REQUEST__OP_TARGET_DEL;
+                        q->target_del = &ctl->op.target_del;
+                }
+                return 0;
+        }
+        if (strcmp(cmd, "lun") == 0 && sub && strcmp(sub, "add") == 0)
+                return parse_lun_add(ctl, a, err, errlen);
+        if (strcmp(cmd, "lun") == 0 && sub) {
+                Tandem__Admin__LunDel *m = &ctl->op.lun_del;
+                tandem__admin__lun_del__init(m);
+                if ((rc = check_options(a, 0, "lun del", err, errlen)) ||
+                    (rc = check_count(a, 2, "lun del", "IQN LUN", err, errlen)) ||
+                    (rc = check_iqn("iqn", a->pos[0], err, errlen)) ||
+                    (rc = parse_lun_id(a->pos[1], &m->lun, err, errlen)))
+                        return rc;
+                m->iqn = (char *)a->pos[0];
+                q->op_case = TANDEM__ADMIN__ADMIN_REQUEST__OP_LUN_DEL;
+                q->lun_del = m;
+                return 0;
+        }
+        if (strcmp(cmd, "acl") == 0 && sub) {
+                const char *name = strcmp(sub, "add") == 0 ? "acl add" : "acl del";
+                if ((rc = check_options(a, 0, name, err, errlen)) ||
+                    (rc = check_count(a, 2, name, "IQN INITIATOR_IQN", err, errlen)) ||
+                    (rc = check_iqn("iqn", a->pos[0], err, errlen)))
+                        return rc;
+                if (strcasecmp(a->pos[1], "ALL") != 0 && !tdm_iscsi_name_valid(a->pos[1]))
+                        return bad(err, errlen,
+                                   "initiator: \"%s\" is neither ALL nor an iSCSI name %s",
+                                   a->pos[1], name_forms);
+                /* AclAdd and AclDel have the same shape. */
+                tandem__admin__acl_add__init(&ctl->op.acl_add);
+                ctl->op.acl_add.iqn = (char *)a->pos[0];
+                ctl->op.acl_add.initiator = (char *)a->pos[1];
+                if (strcmp(sub, "add") == 0) {
+                        q->op_case = TANDEM__ADMIN__ADMIN_REQUEST__OP_ACL_ADD;
+                        q->acl_add = &ctl->op.acl_add;
+                } else {
+                        Tandem__Admin__AclDel *d = &ctl->op.acl_del;
+                        const char *iqn = a->pos[0], *ini = a->pos[1];
+                        tandem__admin__acl_del__init(d);
+                        d->iqn = (char *)iqn;
+                        d->initiator = (char *)ini;
+                        q->op_case = TANDEM__ADMIN__ADMIN_REQUEST__OP_ACL_DEL;
+                        q->acl_del = d;
+                }
+                return 0;
+        }
+        if (strcmp(cmd, "chap") == 0 && sub)
+                return parse_chap(ctl, a, strcmp(sub, "clear") == 0, err, errlen);
+        if (strcmp(cmd, "status") == 0) {
+                if ((rc = check_options(a, 0, "status", err, errlen)) ||
+                    (rc = check_count(a, 0, "status", "", err, errlen)))
+                        return rc;
+                tandem__admin__status_request__init(&ctl->op.status);
+                q->op_case = TANDEM__ADMIN__ADMIN_REQUEST__OP_STATUS;
+                q->status = &ctl->op.status;
+                return 0;
+        }
+        /* stats */
+        if ((rc = check_options(a, 0, "stats", err, errlen)))
+                return rc;
+        if (a->n_pos > 1)
+                return bad(err, errlen, "stats: unexpected argument \"%s\"", a->pos[1]);
+        if (a->n_pos == 1 && (rc = check_iqn("iqn", a->pos[0], err, errlen)))
+                return rc;
+        tandem__admin__stats_request__init(&ctl->op.stats);
+        if (a->n_pos == 1)
+                ctl->op.stats.iqn = (char *)a->pos[0];
+        q->op_case = TANDEM__ADMIN__ADMIN_REQUEST__OP_STATS;
+        q->stats = &ctl->op.stats;
+        return 0;
+}
+
+static bool instance_name_ok(const char *s)
+{
+        size_t n = strlen(s);
+        if (n == 0 || n > 63 || s[0] == '.')
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!isalnum((unsigned char)s[i]) && !strchr("-_.", s[i]))
+                        return false;
+        return true;
+}
+
+/* Subcommands each command takes; NULL entry: none. */
+static const struct {
+        const char *cmd;
+        const char *subs[3];
+} commands[] = {
+    {"target", {"add", "del", NULL}},
+    {"lun", {"add", "del", NULL}},
+    {"acl", {"add", "del", NULL}},
+    {"chap", {"set", "clear", NULL}},
+    {"status", {NULL}},
+    {"stats", {NULL}},
+};
+
+int admin_ctl_parse(struct admin_ctl *ctl, int argc, char **argv, char *err, size_t errlen)
+{
+        memset(ctl, 0, sizeof(*ctl));
+        snprintf(ctl->instance, sizeof(ctl->instance), "default");
+        tandem__admin__admin_request__init(&ctl->req);
+        ctl->req.version = TANDEM__ADMIN__PROTOCOL_VERSION__PROTOCOL_VERSION_1;
+        int i = 1;
+        /* Global options come before the command. */
+        for (; i < argc && argv[i][0] == '-'; i++) {
+                const char *s = argv[i], *inst = NULL;
+                if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0) {
+                        ctl->help = true;
+                        return 0;
+                } else if (strcmp(s, "--json") == 0) {
+                        ctl->json = true;
+                } else if (strcmp(s, "--instance") == 0 || strcmp(s, "-i") == 0) {
+                        if (i + 1 >= argc)
+                                return bad(err, errlen, "instance: --instance needs a NAME");
+                        inst = argv[++i];
+                } else if (strncmp(s, "--instance=", 11) == 0) {
+                        inst = s + 11;
+                } else {
+                        return bad(err, errlen, "unknown option \"%s\"", s);
+                }
+                if (inst && !instance_name_ok(inst))
+                        return bad(
+                            err, errlen,
+                            "instance: must be 1..63 characters of A-Z a-z 0-9 - _ ., got \"%s\"",
+                            inst);
+                if (inst)
+                        snprintf(ctl->instance, sizeof(ctl->instance), "%s", inst);
+        }
+        if (i >= argc)
+                return bad(err, errlen, "missing COMMAND");
+        const char *cmd = argv[i++];
+        if (strcmp(cmd, "help") == 0) {
+                ctl->help = true;
+                ctl->topic = i < argc ? argv[i] : NULL;
+                return 0;
+        }
+        size_t c = 0;
+        while (c < sizeof(commands) / sizeof(commands[0]) && strcmp(commands[c].cmd, cmd) != 0)
+                c++;
+        if (c == sizeof(commands) / sizeof(commands[0]))
+                return bad(err, errlen, "unknown command \"%s\"", cmd);
+        ctl->topic = commands[c].cmd;
+        const char *sub = NULL;
+        if (commands[c].subs[0]) {
+                if (i >= argc || strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+                        if (i < argc) {
+                                ctl->help = true;
+                                return 0;
+                        }
+                        return bad(err, errlen, "%s: missing %s|%s", cmd, commands[c].subs[0],
+                                   commands[c].subs[1]);
+                }
+                for (int k = 0; commands[c].subs[k]; k++)
+                        if (strcmp(argv[i], commands[c].subs[k]) == 0)
+                                sub = commands[c].subs[k];
+                if (!sub)
+                        return bad(err, errlen, "%s: unknown subcommand \"%s\" (%s|%s)", cmd,
+                                   argv[i], commands[c].subs[0], commands[c].subs[1]);
+                i++;
+        }
+        struct args a = {0};
+        char name[32];
+        snprintf(name, sizeof(name), "%s%s%s", cmd, sub ? " " : "", sub ? sub : "");
+        int rc = collect(&a, argc, argv, i, name, err, errlen);
+        if (rc)
+                return rc;
+        if (a.help) {
+                ctl->help = true;
+                return 0;
+        }
+        ctl->json = ctl->json || a.json;
+        return parse_command(ctl, cmd, sub, &a, err, errlen);
+}
+
+/* ---------------------------------------------------------------- output helpers */
+
+static void human_size(char *out, size_t n, uint64_t bytes)
+{
+        static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+        double v = (double)bytes;
+        int u = 0;
+        while (v >= 1024 && u < 5) {
+                v /= 1024;
+                u++;
+        }
+        if (u == 0)
+                snprintf(out, n, "%" PRIu64 " B", bytes);
+        else
+                snprintf(out, n, "%.1f %s", v, units[u]);
+}
+
+static void isid_hex(char *out, const ProtobufCBinaryData *isid)
+{
+        out[0] = '\0';
+        for (size_t i = 0; i < isid->len && i < 6; i++)
+                sprintf(out + 2 * i, "%02x", isid->data[i]);
+}
+
+/* Upper bound (µs) of the bucket where fraction p of the commands have completed; 0: none. */
+static uint64_t percentile_us(const Tandem__Admin__LunStats *s, double p)
+{
+        uint64_t total = 0, seen = 0;
+        for (size_t i = 0; i < s->n_latency_hist_us; i++)
+                total += s->latency_hist_us[i];
+        if (total == 0)
+                return 0;
+        for (size_t i = 0; i < s->n_latency_hist_us; i++) {
+                seen += s->latency_hist_us[i];
+                if ((double)seen >= p * (double)total)
+                        return 1ull << i;
+        }
+        return 1ull << s->n_latency_hist_us;
+}
+
+static void print_json(FILE *out, json_object *o)
+{
+        fprintf(out, "%s\n",
+                json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
+                                                      JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(o);
+}
+
+static json_object *jstr(const char *s)
+{
+        return json_object_new_string(s ? s : "");
+}
+
+/* ---------------------------------------------------------------- status */
+
+static json_object *status_json(const Tandem__Admin__Status *s)
+{
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "instance", jstr(s->instance));
+        json_object_object_add(o, "version", jstr(s->version));
+        json_object_object_add(o, "pid", json_object_new_int64(s->pid));
+        json_object_object_add(o, "uptime_s", json_object_new_uint64(s->uptime_s));
+        json_object_object_add(o, "config_path", jstr(s->config_path));
+        json_object *listen = json_object_new_array();
+        for (size_t i = 0; i < s->n_listen; i++)
+                json_object_array_add(listen, jstr(s->listen[i]));
+        json_object_object_add(o, "listen", listen);
+        json_object *disc = json_object_new_object();
+        json_object_object_add(disc, "chap", json_object_new_boolean(s->discovery_chap));
+        json_object_object_add(disc, "mutual_chap",
+                               json_object_new_boolean(s->discovery_mutual_chap));
+        json_object_object_add(o, "discovery", disc);
+        json_object *targets = json_object_new_array();
+        for (size_t i = 0; i < s->n_targets; i++) {
+                const Tandem__Admin__TargetInfo *t = s->targets[i];
+                json_object *tj = json_object_new_object();
+                json_object_object_add(tj, "iqn", jstr(t->iqn));
+                json_object_object_add(tj, "alias", jstr(t->alias));
+                json_object_object_add(tj, "tpgt", json_object_new_int(t->tpgt));
+                json_object *acl = json_object_new_array();
+                for (size_t j = 0; j < t->n_acl; j++)
+                        json_object_array_add(acl, jstr(t->acl[j]));
+                json_object_object_add(tj, "acl", acl);
+                json_object_object_add(tj, "chap", json_object_new_boolean(t->chap));
+                json_object_object_add(tj, "mutual_chap", json_object_new_boolean(t->mutual_chap));
+                json_object_object_add(tj, "chap_user", jstr(t->chap_user));
+                json_object_object_add(tj, "sessions", json_object_new_int64(t->sessions));
+                json_object *luns = json_object_new_array();
+                for (size_t j = 0; j < t->n_luns; j++) {
+                        const Tandem__Admin__LunInfo *l = t->luns[j];
+                        json_object *lj = json_object_new_object();
+                        json_object_object_add(lj, "lun", json_object_new_int64(l->lun));
+                        json_object_object_add(lj, "path", jstr(l->path));
+                        json_object_object_add(lj, "size", json_object_new_uint64(l->size));
+                        json_object_object_add(lj, "configured_size",
+                                               json_object_new_uint64(l->configured_size));
+                        json_object_object_add(lj, "block_size",
+                                               json_object_new_int64(l->block_size));
+                        json_object_object_add(lj, "thin", json_object_new_boolean(l->thin));
+                        json_object_object_add(lj, "wce", json_object_new_boolean(l->wce));
+                        json_object_object_add(lj, "direct", json_object_new_boolean(l->direct));
+                        json_object_object_add(lj, "naa", jstr(l->naa));
+                        json_object_object_add(lj, "serial", jstr(l->serial));
+                        json_object_object_add(lj, "online", json_object_new_boolean(l->online));
+                        json_object_array_add(luns, lj);
+                }
+                json_object_object_add(tj, "luns", luns);
+                json_object_array_add(targets, tj);
+        }
+        json_object_object_add(o, "targets", targets);
+        json_object *sessions = json_object_new_array();
+        for (size_t i = 0; i < s->n_sessions; i++) {
+                const Tandem__Admin__SessionInfo *x = s->sessions[i];
+                char isid[13];
+                isid_hex(isid, &x->isid);
+                json_object *sj = json_object_new_object();
+                json_object_object_add(sj, "initiator", jstr(x->initiator));
+                json_object_object_add(sj, "isid", jstr(isid));
+                json_object_object_add(sj, "tsih", json_object_new_int64(x->tsih));
+                json_object_object_add(sj, "target", jstr(x->target));
+                json_object_object_add(sj, "peer", jstr(x->peer));
+                json_object_object_add(sj, "cid", json_object_new_int64(x->cid));
+                json_object_object_add(sj, "state", jstr(x->state));
+                json_object_object_add(sj, "commands_in_flight",
+                                       json_object_new_int64(x->commands_in_flight));
+                json_object_array_add(sessions, sj);
+        }
+        json_object_object_add(o, "sessions", sessions);
+        return o;
+}
+
+static void status_text(FILE *out, const Tandem__Admin__Status *s)
+{
+        uint64_t up = s->uptime_s;
+        fprintf(out,
+                "tandemd %s, instance %s, pid %u, up %" PRIu64 "d %02" PRIu64 ":%02" PRIu64
+                ":%02" PRIu64 "\n",
+                s->version, s->instance, s->pid, up / 86400, up / 3600 % 24, up / 60 % 60, up % 60);
+        if (s->config_path && *s->config_path)
+                fprintf(out, "config: %s\n", s->config_path);
+        fprintf(out, "listen:");
+        for (size_t i = 0; i < s->n_listen; i++)
+                fprintf(out, " %s", s->listen[i]);
+        fprintf(out, "\ndiscovery CHAP: %s\n",
+                !s->discovery_chap         ? "none"
+                : s->discovery_mutual_chap ? "mutual"
+                                           : "one-way");
+        if (s->n_targets == 0)
+                fprintf(out, "\nno targets\n");
+        for (size_t i = 0; i < s->n_targets; i++) {
+                const Tandem__Admin__TargetInfo *t = s->targets[i];
+                fprintf(out, "\ntarget %s", t->iqn);
+                if (t->alias && *t->alias)
+                        fprintf(out, " (%s)", t->alias);
+                fprintf(out, "  tpgt %u  sessions %u\n", t->tpgt, t->sessions);
+                fprintf(out, "  acl:");
+                if (t->n_acl == 0)
+                        fprintf(out, " (empty: no initiator may log in)");
+                for (size_t j = 0; j < t->n_acl; j++)
+                        fprintf(out, " %s", t->acl[j]);
+                fprintf(out, "\n  chap: ");
+                if (t->chap)
+                        fprintf(out, "user %s%s\n", t->chap_user, t->mutual_chap ? ", mutual" : "");
+                else
+                        fprintf(out, "none\n");
+                for (size_t j = 0; j < t->n_luns; j++) {
+                        const Tandem__Admin__LunInfo *l = t->luns[j];
+                        char size[32];
+                        human_size(size, sizeof(size), l->size);
+                        fprintf(out, "  lun %u  %s  %s  block %u%s%s%s%s\n", l->lun, size, l->path,
+                                l->block_size, l->thin ? "  thin" : "", l->wce ? "  wce" : "",
+                                l->direct ? "  direct" : "", l->online ? "" : "  OFFLINE");
+                        fprintf(out, "         naa.%s  serial %s\n", l->naa, l->serial);
+                }
+        }
+        fprintf(out, "\nsessions: %zu\n", s->n_sessions);
+        for (size_t i = 0; i < s->n_sessions; i++) {
+                const Tandem__Admin__SessionInfo *x = s->sessions[i];
+                char isid[13];
+                isid_hex(isid, &x->isid);
+                fprintf(out, "  %s -> %s  isid %s tsih %u cid %u  peer %s  %s  in flight %u\n",
+                        x->initiator, x->target && *x->target ? x->target : "(discovery)", isid,
+                        x->tsih, x->cid, x->peer, x->state, x->commands_in_flight);
+        }
+}
+
+/* ---------------------------------------------------------------- stats */
+
+static json_object *stats_json(const Tandem__Admin__Stats *s)
+{
+        json_object *o = json_object_new_object();
+        json_object *luns = json_object_new_array();
+        for (size_t i = 0; i < s->n_luns; i++) {
+                const Tandem__Admin__LunStats *l = s->luns[i];
+                json_object *lj = json_object_new_object();
+                json_object_object_add(lj, "target", jstr(l->iqn));
+                json_object_object_add(lj, "lun", json_object_new_int64(l->lun));
+                json_object_object_add(lj, "reads", json_object_new_uint64(l->reads));
+                json_object_object_add(lj, "writes", json_object_new_uint64(l->writes));
+                json_object_object_add(lj, "other", json_object_new_uint64(l->other));
+                json_object_object_add(lj, "read_bytes", json_object_new_uint64(l->read_bytes));
+                json_object_object_add(lj, "write_bytes", json_object_new_uint64(l->write_bytes));
+                json_object_object_add(lj, "errors", json_object_new_uint64(l->errors));
+                json_object_object_add(lj, "p50_us_below",
+                                       json_object_new_uint64(percentile_us(l, 0.5)));
+                json_object_object_add(lj, "p99_us_below",
+                                       json_object_new_uint64(percentile_us(l, 0.99)));
+                json_object *h = json_object_new_array();
+                for (size_t j = 0; j < l->n_latency_hist_us; j++)
+                        json_object_array_add(h, json_object_new_uint64(l->latency_hist_us[j]));
+                json_object_object_add(lj, "latency_hist_us", h);
+                json_object_array_add(luns, lj);
+        }
+        json_object_object_add(o, "luns", luns);
+        return o;
+}
+
+static void stats_text(FILE *out, const Tandem__Admin__Stats *s)
+{
+        if (s->n_luns == 0) {
+                fprintf(out, "no LUNs\n");
+                return;
+        }
+        fprintf(out, "%-44s %3s %12s %12s %10s %10s %8s %9s %9s\n", "TARGET", "LUN", "READS",
+                "WRITES", "READ", "WRITTEN", "ERRORS", "P50<us", "P99<us");
+        for (size_t i = 0; i < s->n_luns; i++) {
+                const Tandem__Admin__LunStats *l = s->luns[i];
+                char rd[32], wr[32];
+                human_size(rd, sizeof(rd), l->read_bytes);
+                human_size(wr, sizeof(wr), l->write_bytes);
+                fprintf(out,
+                        "%-44s %3u %12" PRIu64 " %12" PRIu64 " %10s %10s %8" PRIu64 " %9" PRIu64
+                        " %9" PRIu64 "\n",
+                        l->iqn, l->lun, l->reads, l->writes, rd, wr, l->errors,
+                        percentile_us(l, 0.5), percentile_us(l, 0.99));
+        }
+}
+
+/* ---------------------------------------------------------------- print */
+
+static void done_text(FILE *out, const Tandem__Admin__AdminRequest *q)
+{
+        switch (q->op_case) {
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_TARGET_ADD:
+                fprintf(out, "target %s added\n", q->target_add->iqn);
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_TARGET_DEL:
+                fprintf(out, "target %s deleted\n", q->target_del->iqn);
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_LUN_ADD:
+                fprintf(out, "LUN %u of %s added (%s)\n", q->lun_add->lun, q->lun_add->iqn,
+                        q->lun_add->path);
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_LUN_DEL:
+                fprintf(out, "LUN %u of %s deleted\n", q->lun_del->lun, q->lun_del->iqn);
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_ACL_ADD:
+                fprintf(out, "%s may log in to %s\n", q->acl_add->initiator, q->acl_add->iqn);
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_ACL_DEL:
+                fprintf(out, "%s removed from the ACL of %s\n", q->acl_del->initiator,
+                        q->acl_del->iqn);
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_CHAP_SET: {
+                const Tandem__Admin__ChapSet *c = q->chap_set;
+                const char *what = c->discovery ? "discovery" : c->iqn;
+                if (c->user && *c->user)
+                        fprintf(out, "CHAP for %s set (user %s%s)\n", what, c->user,
+                                c->mutual_user && *c->mutual_user ? ", mutual" : "");
+                else
+                        fprintf(out, "CHAP for %s cleared\n", what);
+                break;
+        }
+        default:
+                fprintf(out, "ok\n");
+                break;
+        }
+}
+
+int admin_ctl_print(FILE *out, const struct admin_ctl *ctl, const Tandem__Admin__AdminResponse *r)
+{
+        if (!r->ok)
+                return -EIO;
+        const Tandem__Admin__AdminRequest *q = &ctl->req;
+        if (q->op_case == TANDEM__ADMIN__ADMIN_REQUEST__OP_STATUS && r->status) {
+                if (ctl->json)
+                        print_json(out, status_json(r->status));
+                else
+                        status_text(out, r->status);
+        } else if (q->op_case == TANDEM__ADMIN__ADMIN_REQUEST__OP_STATS && r->stats) {
+                if (ctl->json)
+                        print_json(out, stats_json(r->stats));
+                else
+                        stats_text(out, r->stats);
+        } else if (ctl->json) {
+                json_object *o = json_object_new_object();
+                json_object_object_add(o, "ok", json_object_new_boolean(true));
+                print_json(out, o);
+        } else {
+                done_text(out, q);
+        }
+        return 0;
+}

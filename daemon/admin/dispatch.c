@@ -1,0 +1,489 @@
+/*
+ * Admin request dispatch: decode an AdminRequest, run it against the registry (or
+ * gather status / statistics), encode the AdminResponse. Runs on the control thread.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "admin/admin_ipc.h"
+#include "tandem/registry.h"
+#include "tandem/session_info.h"
+
+typedef Tandem__Admin__AdminRequest Request;
+typedef Tandem__Admin__AdminResponse Response;
+
+static struct {
+        char instance[64];
+        struct timespec started;
+} ident = {.instance = "default"};
+
+void admin_dispatch_set_identity(const char *instance)
+{
+        snprintf(ident.instance, sizeof(ident.instance), "%s",
+                 instance && *instance ? instance : "default");
+        clock_gettime(CLOCK_MONOTONIC, &ident.started);
+}
+
+/* ---------------------------------------------------------------- allocation */
+
+/* Everything a response points to is allocated here and freed at once after packing. */
+struct arena {
+        void **ptrs;
+        size_t n, cap;
+        bool failed;
+};
+
+static void *arena_alloc(struct arena *a, size_t size)
+{
+        if (a->failed)
+                return NULL;
+        if (a->n == a->cap) {
+                size_t cap = a->cap ? a->cap * 2 : 64;
+                void **p = realloc(a->ptrs, cap * sizeof(*p));
+                if (!p) {
+                        a->failed = true;
+                        return NULL;
+                }
+                a->ptrs = p;
+                a->cap = cap;
+        }
+        void *m = calloc(1, size ? size : 1);
+        if (!m) {
+                a->failed = true;
+                return NULL;
+        }
+        a->ptrs[a->n++] = m;
+        return m;
+}
+
+static char *arena_strdup(struct arena *a, const char *s)
+{
+        size_t n = strlen(s) + 1;
+        char *d = arena_alloc(a, n);
+        if (d)
+                memcpy(d, s, n);
+        return d;
+}
+
+static void arena_free(struct arena *a)
+{
+        for (size_t i = 0; i < a->n; i++)
+                free(a->ptrs[i]);
+        free(a->ptrs);
+}
+
+__attribute__((format(printf, 4, 5))) static void set_error(struct arena *a, Response *r, int rc,
+                                                            const char *fmt, ...)
+{
+        char msg[1024];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        r->ok = false;
+        r->errno_value = rc < 0 ? -rc : rc;
+        r->error = arena_strdup(a, msg);
+}
+
+/* Result of a registry call: ok, or the error text it produced. */
+static void set_result(struct arena *a, Response *r, int rc, const char *err)
+{
+        if (rc == 0) {
+                r->ok = true;
+                return;
+        }
+        set_error(a, r, rc, "%s", err[0] ? err : strerror(-rc));
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+static bool copy_field(struct arena *a, Response *r, char *dst, size_t dstlen, const char *src,
+                       const char *field)
+{
+        if (strlen(src) >= dstlen) {
+                set_error(a, r, -EINVAL, "%s: too long (at most %zu characters)", field,
+                          dstlen - 1);
+                return false;
+        }
+        memcpy(dst, src, strlen(src) + 1);
+        return true;
+}
+
+static bool need_iqn(struct arena *a, Response *r, const char *iqn)
+{
+        if (iqn && *iqn)
+                return true;
+        set_error(a, r, -EINVAL, "iqn: missing (required)");
+        return false;
+}
+
+/* Session rows, growing the buffer until the snapshot fits. */
+static struct iscsi_session_info *sessions_get(size_t *n_out)
+{
+        size_t cap = 64;
+        for (int tries = 0; tries < 4; tries++) {
+                struct iscsi_session_info *s = calloc(cap, sizeof(*s));
+                if (!s)
+                        break;
+                size_t n = iscsi_sessions_snapshot(s, cap);
+                if (n <= cap) {
+                        *n_out = n;
+                        return s;
+                }
+                free(s);
+                cap = n + 16;
+        }
+        *n_out = 0;
+        return NULL;
+}
+
+/* ---------------------------------------------------------------- status */
+
+static Tandem__Admin__LunInfo *lun_info(struct arena *a, struct scsi_target *st,
+                                        const struct tdm_lun_cfg *l)
+{
+        Tandem__Admin__LunInfo *li = arena_alloc(a, sizeof(*li));
+        if (!li)
+                return NULL;
+        tandem__admin__lun_info__init(li);
+        li->lun = (uint32_t)l->lun;
+        li->path = (char *)l->path;
+        li->configured_size = l->size;
+        li->block_size = l->block_size;
+        li->thin = l->thin;
+        li->direct = l->direct;
+        li->naa = (char *)l->naa;
+        li->serial = (char *)l->serial;
+        li->wce = l->wce;
+        struct scsi_lun *lun = st ? scsi_target_get_lun(st, l->lun) : NULL;
+        if (lun) {
+                li->online = true;
+                li->size = atomic_load(&lun->num_blocks) * lun->block_size;
+                li->wce = atomic_load(&lun->wce);
+                scsi_lun_put(lun);
+        }
+        return li;
+}
+
+static Tandem__Admin__TargetInfo *target_info(struct arena *a, const struct tdm_target_cfg *t,
+                                              const struct iscsi_session_info *s, size_t n_sessions)
+{
+        Tandem__Admin__TargetInfo *ti = arena_alloc(a, sizeof(*ti));
+        if (!ti)
+                return NULL;
+        tandem__admin__target_info__init(ti);
+        ti->iqn = (char *)t->iqn;
+        ti->alias = (char *)t->alias;
+        ti->tpgt = t->tpgt;
+        ti->chap = t->chap.enabled;
+        ti->mutual_chap = t->chap.enabled && t->chap.mutual;
+        ti->chap_user = (char *)(t->chap.enabled ? t->chap.user : "");
+        ti->acl = arena_alloc(a, t->n_acl * sizeof(char *));
+        ti->luns = arena_alloc(a, t->n_luns * sizeof(*ti->luns));
+        if (!ti->acl || !ti->luns)
+                return NULL;
+        for (size_t i = 0; i < t->n_acl; i++)
+                ti->acl[ti->n_acl++] = (char *)t->acl[i];
+        for (size_t i = 0; i < n_sessions; i++)
+                if (tdm_iscsi_name_equal(s[i].target, t->iqn))
+                        ti->sessions++;
+        struct scsi_target *st = tdm_registry_get_target(t->iqn);
+        for (size_t i = 0; i < t->n_luns; i++) {
+                ti->luns[i] = lun_info(a, st, &t->luns[i]);
+                if (!ti->luns[i])
+                        break;
+                ti->n_luns = i + 1;
+        }
+        if (st)
+                scsi_target_put(st);
+        return ti;
+}
+
+static Tandem__Admin__SessionInfo *session_info(struct arena *a, const struct iscsi_session_info *s)
+{
+        Tandem__Admin__SessionInfo *si = arena_alloc(a, sizeof(*si));
+        uint8_t *isid = arena_alloc(a, sizeof(s->isid));
+        if (!si || !isid)
+                return NULL;
+        tandem__admin__session_info__init(si);
+        memcpy(isid, s->isid, sizeof(s->isid));
+        si->isid.data = isid;
+        si->isid.len = sizeof(s->isid);
+        si->initiator = (char *)s->initiator;
+        si->target = (char *)s->target;
+        si->tsih = s->tsih;
+        si->peer = (char *)s->peer;
+        si->cid = s->cid;
+        si->state = (char *)s->state;
+        si->commands_in_flight = s->commands_in_flight;
+        return si;
+}
+
+/* Sessions rows are referenced by the response: the caller frees them after packing. */
+static void do_status(struct arena *a, Response *r, struct iscsi_session_info **rows)
+{
+        const struct tdm_config *cfg = tdm_registry_config();
+        Tandem__Admin__Status *st = arena_alloc(a, sizeof(*st));
+        if (!st)
+                return;
+        tandem__admin__status__init(st);
+        r->status = st;
+        st->instance = ident.instance;
+        st->version = TANDEM_VERSION;
+        st->pid = (uint32_t)getpid();
+        st->config_path = (char *)tdm_registry_config_path();
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        st->uptime_s = (uint64_t)(now.tv_sec - ident.started.tv_sec);
+        st->listen = arena_alloc(a, cfg->n_listen * sizeof(char *));
+        if (!st->listen)
+                return;
+        for (size_t i = 0; i < cfg->n_listen; i++)
+                st->listen[st->n_listen++] = (char *)cfg->listen[i];
+        st->discovery_chap = cfg->discovery_chap.enabled;
+        st->discovery_mutual_chap = cfg->discovery_chap.enabled && cfg->discovery_chap.mutual;
+
+        size_t n_sessions = 0;
+        *rows = sessions_get(&n_sessions);
+        st->sessions = arena_alloc(a, n_sessions * sizeof(*st->sessions));
+        st->targets = arena_alloc(a, cfg->n_targets * sizeof(*st->targets));
+        if (!st->sessions || !st->targets)
+                return;
+        for (size_t i = 0; i < n_sessions; i++) {
+                if (!(st->sessions[i] = session_info(a, &(*rows)[i])))
+                        return;
+                st->n_sessions = i + 1;
+        }
+        for (size_t i = 0; i < cfg->n_targets; i++) {
+                if (!(st->targets[i] = target_info(a, &cfg->targets[i], *rows, n_sessions)))
+                        return;
+                st->n_targets = i + 1;
+        }
+        r->ok = true;
+}
+
+/* ---------------------------------------------------------------- stats */
+
+static Tandem__Admin__LunStats *lun_stats(struct arena *a, const char *iqn, struct scsi_lun *lun)
+{
+        Tandem__Admin__LunStats *ls = arena_alloc(a, sizeof(*ls));
+        size_t nh = sizeof(lun->stats.lat_hist) / sizeof(lun->stats.lat_hist[0]);
+        uint64_t *hist = arena_alloc(a, nh * sizeof(*hist));
+        if (!ls || !hist)
+                return NULL;
+        tandem__admin__lun_stats__init(ls);
+        const struct scsi_lun_stats *s = &lun->stats;
+        ls->iqn = (char *)iqn;
+        ls->lun = (uint32_t)lun->id;
+        ls->reads = atomic_load(&s->reads);
+        ls->writes = atomic_load(&s->writes);
+        ls->other = atomic_load(&s->other);
+        ls->read_bytes = atomic_load(&s->read_bytes);
+        ls->write_bytes = atomic_load(&s->write_bytes);
+        ls->errors = atomic_load(&s->errors);
+        for (size_t i = 0; i < nh; i++)
+                hist[i] = atomic_load(&s->lat_hist[i]);
+        ls->latency_hist_us = hist;
+        ls->n_latency_hist_us = nh;
+        return ls;
+}
+
+static void do_stats(struct arena *a, Response *r, const Tandem__Admin__StatsRequest *req)
+{
+        const struct tdm_config *cfg = tdm_registry_config();
+        const char *only = req && req->iqn && *req->iqn ? req->iqn : NULL;
+        if (only && !tdm_config_find_target((struct tdm_config *)cfg, only)) {
+                set_error(a, r, -ENOENT, "iqn: no target \"%s\"", only);
+                return;
+        }
+        Tandem__Admin__Stats *stats = arena_alloc(a, sizeof(*stats));
+        size_t total = 0;
+        for (size_t i = 0; i < cfg->n_targets; i++)
+                total += cfg->targets[i].n_luns;
+        if (!stats)
+                return;
+        tandem__admin__stats__init(stats);
+        stats->luns = arena_alloc(a, total * sizeof(*stats->luns));
+        if (!stats->luns)
+                return;
+        r->stats = stats;
+        for (size_t i = 0; i < cfg->n_targets; i++) {
+                const struct tdm_target_cfg *t = &cfg->targets[i];
+                if (only && !tdm_iscsi_name_equal(only, t->iqn))
+                        continue;
+                struct scsi_target *st = tdm_registry_get_target(t->iqn);
+                for (size_t j = 0; st && j < t->n_luns; j++) {
+                        struct scsi_lun *lun = scsi_target_get_lun(st, t->luns[j].lun);
+                        if (!lun)
+                                continue;
+                        Tandem__Admin__LunStats *ls = lun_stats(a, t->iqn, lun);
+                        scsi_lun_put(lun);
+                        if (!ls)
+                                break;
+                        stats->luns[stats->n_luns++] = ls;
+                }
+                if (st)
+                        scsi_target_put(st);
+        }
+        r->ok = true;
+}
+
+/* ---------------------------------------------------------------- operations */
+
+static void do_lun_add(struct arena *a, Response *r, const Tandem__Admin__LunAdd *m)
+{
+        char err[512] = "";
+        struct tdm_lun_cfg l;
+        tdm_lun_defaults(&l);
+        if (!need_iqn(a, r, m->iqn))
+                return;
+        if (m->lun > TDM_LUN_ID_MAX) {
+                set_error(a, r, -EINVAL, "lun: must be 0..%d, got %u", TDM_LUN_ID_MAX, m->lun);
+                return;
+        }
+        l.lun = m->lun;
+        if (!m->path || !*m->path) {
+                set_error(a, r, -EINVAL, "path: missing (required)");
+                return;
+        }
+        if (!copy_field(a, r, l.path, sizeof(l.path), m->path, "path"))
+                return;
+        l.size = m->size;
+        l.thin = m->thin;
+        l.direct = m->direct;
+        if (m->block_size)
+                l.block_size = m->block_size;
+        if (m->wce != TANDEM__ADMIN__TOGGLE__TOGGLE_DEFAULT)
+                l.wce = m->wce == TANDEM__ADMIN__TOGGLE__TOGGLE_ON;
+        set_result(a, r, tdm_registry_lun_add(m->iqn, &l, err, sizeof(err)), err);
+}
+
+static void do_chap_set(struct arena *a, Response *r, const Tandem__Admin__ChapSet *m)
+{
+        char err[512] = "";
+        bool has_iqn = m->iqn && *m->iqn;
+        if (m->discovery == has_iqn) {
+                set_error(a, r, -EINVAL,
+                          m->discovery ? "iqn: not allowed with discovery"
+                                       : "iqn: missing (required, or discovery)");
+                return;
+        }
+        struct tdm_chap_cfg c = {0};
+        c.enabled = m->user && *m->user;
+        if (c.enabled &&
+            (!copy_field(a, r, c.user, sizeof(c.user), m->user, "user") ||
+             !copy_field(a, r, c.secret, sizeof(c.secret), m->secret ? m->secret : "", "secret")))
+                return;
+        c.mutual = c.enabled &&
+                   ((m->mutual_user && *m->mutual_user) || (m->mutual_secret && *m->mutual_secret));
+        if (c.mutual && (!copy_field(a, r, c.mutual_user, sizeof(c.mutual_user),
+                                     m->mutual_user ? m->mutual_user : "", "mutual_user") ||
+                         !copy_field(a, r, c.mutual_secret, sizeof(c.mutual_secret),
+                                     m->mutual_secret ? m->mutual_secret : "", "mutual_secret")))
+                return;
+        set_result(a, r, tdm_registry_chap_set(has_iqn ? m->iqn : NULL, &c, err, sizeof(err)), err);
+}
+
+static void run(struct arena *a, const Request *q, Response *r, struct iscsi_session_info **rows)
+{
+        char err[512] = "";
+        if (q->version > TANDEM__ADMIN__PROTOCOL_VERSION__PROTOCOL_VERSION_1) {
+                set_error(a, r, -EPROTONOSUPPORT,
+                          "version: request version %d is newer than this tandemd (%s) understands",
+                          q->version, TANDEM_VERSION);
+                return;
+        }
+        switch (q->op_case) {
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_TARGET_ADD:
+                if (need_iqn(a, r, q->target_add->iqn))
+                        set_result(a, r,
+                                   tdm_registry_target_add(q->target_add->iqn, err, sizeof(err)),
+                                   err);
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_TARGET_DEL:
+                if (need_iqn(a, r, q->target_del->iqn))
+                        set_result(a, r,
+                                   tdm_registry_target_del(q->target_del->iqn, err, sizeof(err)),
+                                   err);
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_LUN_ADD:
+                do_lun_add(a, r, q->lun_add);
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_LUN_DEL:
+                if (need_iqn(a, r, q->lun_del->iqn))
+                        set_result(a, r,
+                                   tdm_registry_lun_del(q->lun_del->iqn, q->lun_del->lun, err,
+                                                        sizeof(err)),
+                                   err);
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_ACL_ADD:
+                if (need_iqn(a, r, q->acl_add->iqn))
+                        set_result(a, r,
+                                   tdm_registry_acl_add(q->acl_add->iqn, q->acl_add->initiator, err,
+                                                        sizeof(err)),
+                                   err);
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_ACL_DEL:
+                if (need_iqn(a, r, q->acl_del->iqn))
+                        set_result(a, r,
+                                   tdm_registry_acl_del(q->acl_del->iqn, q->acl_del->initiator, err,
+                                                        sizeof(err)),
+                                   err);
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_CHAP_SET:
+                do_chap_set(a, r, q->chap_set);
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_STATUS:
+                do_status(a, r, rows);
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_STATS:
+                do_stats(a, r, q->stats);
+                break;
+        default:
+                set_error(a, r, -EOPNOTSUPP, "request: no operation this tandemd (%s) knows",
+                          TANDEM_VERSION);
+                break;
+        }
+}
+
+static int pack(const Response *r, uint8_t **out, size_t *out_len)
+{
+        size_t n = tandem__admin__admin_response__get_packed_size(r);
+        uint8_t *buf = malloc(n ? n : 1);
+        if (!buf)
+                return -ENOMEM;
+        *out_len = tandem__admin__admin_response__pack(r, buf);
+        *out = buf;
+        return 0;
+}
+
+int admin_dispatch(const uint8_t *req, size_t len, uint8_t **out, size_t *out_len)
+{
+        struct arena a = {0};
+        struct iscsi_session_info *rows = NULL;
+        Response r = TANDEM__ADMIN__ADMIN_RESPONSE__INIT;
+        Request *q = tandem__admin__admin_request__unpack(NULL, len, req);
+        if (!q)
+                set_error(&a, &r, -EPROTO, "request: cannot decode (not a tandem.admin request)");
+        else
+                run(&a, q, &r, &rows);
+        if (a.failed) {
+                /* Never a half-filled success: report the shortage with a fixed message. */
+                Response oom = TANDEM__ADMIN__ADMIN_RESPONSE__INIT;
+                oom.errno_value = ENOMEM;
+                oom.error = "tandemd: out of memory";
+                r = oom;
+        }
+        int rc = pack(&r, out, out_len);
+        if (q)
+                tandem__admin__admin_request__free_unpacked(q, NULL);
+        free(rows);
+        arena_free(&a);
+        return rc;
+}

@@ -1,0 +1,602 @@
+/*
+ * The live registry: the configuration plus the scsi_target / scsi_lun objects built
+ * from it. Admin operations (control thread) change both; worker threads look targets up
+ * at login. Every admin operation works on a copy of the configuration, prepares the
+ * live objects it needs, saves the copy atomically, and only then publishes: a failure
+ * at any step leaves the file and the live state as they were.
+ */
+#include "tandem/registry.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tandem/backstore.h"
+#include "tandem/log.h"
+
+struct reg_target {
+        char iqn[TDM_IQN_MAX];
+        struct scsi_target *st; /* the registry's reference */
+};
+
+static struct {
+        /* Readers: login lookups (workers). Writers: publishing an admin change. */
+        pthread_rwlock_t lock;
+        /* Serialises admin operations, so a copy-edit-publish is never interleaved. */
+        pthread_mutex_t admin_lock;
+        bool up;
+        /* Live configuration. Only targets and discovery_chap change after init. */
+        struct tdm_config cfg;
+        /* The daemon-wide settings as the file has them (without command-line overrides). */
+        struct tdm_config file_base;
+        bool persist;
+        char path[4096];
+        struct reg_target *targets;
+        size_t n_targets;
+} reg = {
+    .lock = PTHREAD_RWLOCK_INITIALIZER,
+    .admin_lock = PTHREAD_MUTEX_INITIALIZER,
+};
+
+__attribute__((format(printf, 5, 6))) static int fail(char *err, size_t errlen, int rc,
+                                                      const char *field, const char *fmt, ...)
+{
+        if (err && errlen) {
+                int n = field ? snprintf(err, errlen, "%s: ", field) : 0;
+                size_t off = n < 0 ? 0 : (size_t)n >= errlen ? errlen - 1 : (size_t)n;
+                va_list ap;
+                va_start(ap, fmt);
+                vsnprintf(err + off, errlen - off, fmt, ap);
+                va_end(ap);
+        }
+        return rc;
+}
+
+/* ---------------------------------------------------------------- live objects */
+
+static struct reg_target *live_find(const char *iqn)
+{
+        for (size_t i = 0; i < reg.n_targets; i++)
+                if (tdm_iscsi_name_equal(reg.targets[i].iqn, iqn))
+                        return &reg.targets[i];
+        return NULL;
+}
+
+/*
+ * Opens the backing store and builds the LUN with the configured identity. *created
+ * tells whether the backing file did not exist before (so a failed add can remove it).
+ */
+static int lun_build(const struct tdm_lun_cfg *l, const char *field, struct scsi_lun **out,
+                     bool *created, char *err, size_t errlen)
+{
+        char f[256];
+        struct stat st;
+        *created = stat(l->path, &st) < 0 && errno == ENOENT;
+        struct bs_open_opts o = {
+            .create_size = l->size, .direct = l->direct, .must_exist = l->size == 0};
+        struct bs_dev *bs = NULL;
+        snprintf(f, sizeof(f), "%s%spath", field, *field ? "." : "");
+        int rc = bs_open(l->path, &o, &bs);
+        if (rc < 0) {
+                *created = false;
+                if (rc == -ENOENT && l->size == 0)
+                        return fail(err, errlen, rc, f,
+                                    "%s does not exist (give a size to create it)", l->path);
+                if (rc == -EINVAL && stat(l->path, &st) == 0 && !S_ISREG(st.st_mode) &&
+                    !S_ISBLK(st.st_mode))
+                        return fail(err, errlen, rc, f, "%s is not a regular file or block device",
+                                    l->path);
+                if (rc == -EINVAL && l->direct)
+                        return fail(
+                            err, errlen, rc, f,
+                            "cannot open %s with O_DIRECT (not supported by its filesystem?)",
+                            l->path);
+                return fail(err, errlen, rc, f, "cannot open %s: %s", l->path, strerror(-rc));
+        }
+        snprintf(f, sizeof(f), "%s%ssize", field, *field ? "." : "");
+        if (l->size > bs->size)
+                rc = fail(err, errlen, -ENOSPC, f,
+                          "%" PRIu64 " bytes is more than %s has (%" PRIu64 ")", l->size, l->path,
+                          bs->size);
+        else if (bs->size < l->block_size)
+                rc = fail(err, errlen, -EINVAL, f, "%s is smaller than one block (%u bytes)",
+                          l->path, l->block_size);
+        if (rc < 0)
+                goto out_close;
+        struct scsi_lun *lun = scsi_lun_create(l->lun, bs, l->block_size);
+        if (!lun) {
+                rc = fail(err, errlen, -ENOMEM, NULL, "out of memory");
+                goto out_close;
+        }
+        tdm_naa_to_bytes(l->naa, lun->naa);
+        snprintf(lun->serial, sizeof(lun->serial), "%s", l->serial);
+        lun->thin = l->thin;
+        atomic_store(&lun->wce, l->wce);
+        *out = lun;
+        return 0;
+out_close:
+        bs_close(bs);
+        if (*created)
+                unlink(l->path);
+        *created = false;
+        return rc;
+}
+
+/* Drops a LUN that was built but never published; removes a file we created for it. */
+static void lun_discard(struct scsi_lun *lun, const char *path, bool created)
+{
+        scsi_lun_put(lun);
+        if (created)
+                unlink(path);
+}
+
+static struct scsi_target *target_build(const struct tdm_target_cfg *t)
+{
+        struct scsi_target *st = scsi_target_create(t->iqn);
+        if (!st)
+                return NULL;
+        snprintf(st->alias, sizeof(st->alias), "%s", t->alias);
+        st->tpgt = t->tpgt;
+        return st;
+}
+
+/* Removes every LUN from a live target (sessions see them go) and drops our reference. */
+static void target_teardown(struct scsi_target *st)
+{
+        for (uint64_t id = 0; id < SCSI_MAX_LUNS; id++) {
+                struct scsi_lun *lun = scsi_target_get_lun(st, id);
+                if (!lun)
+                        continue;
+                scsi_lun_put(lun);
+                scsi_target_del_lun(st, id);
+        }
+        scsi_target_put(st);
+}
+
+/* Builds the live target and its LUNs from the configuration (registry init). */
+static int target_build_all(const struct tdm_target_cfg *t, size_t ti, struct scsi_target **out,
+                            char *err, size_t errlen)
+{
+        struct scsi_target *st = target_build(t);
+        if (!st)
+                return fail(err, errlen, -ENOMEM, NULL, "out of memory");
+        for (size_t li = 0; li < t->n_luns; li++) {
+                char field[64];
+                snprintf(field, sizeof(field), "targets[%zu].luns[%zu]", ti, li);
+                struct scsi_lun *lun;
+                bool created;
+                int rc = lun_build(&t->luns[li], field, &lun, &created, err, errlen);
+                if (rc == 0 && (rc = scsi_target_add_lun(st, lun)) < 0) {
+                        lun_discard(lun, t->luns[li].path, created);
+                        fail(err, errlen, rc, field, "cannot add LUN %" PRIu64 ": %s",
+                             t->luns[li].lun, strerror(-rc));
+                } else if (rc == 0) {
+                        scsi_lun_put(lun); /* the target's table holds its own reference */
+                }
+                if (rc < 0) {
+                        target_teardown(st);
+                        return rc;
+                }
+        }
+        *out = st;
+        return 0;
+}
+
+/* ---------------------------------------------------------------- persistence */
+
+/* The file gets the file's own daemon settings plus the live targets and discovery CHAP. */
+static int persist(const struct tdm_config *next, char *err, size_t errlen)
+{
+        if (!reg.persist)
+                return 0;
+        struct tdm_config view = reg.file_base;
+        view.targets = next->targets;
+        view.n_targets = next->n_targets;
+        view.discovery_chap = next->discovery_chap;
+        return tdm_config_save(reg.path, &view, err, errlen);
+}
+
+/* Makes next the live configuration (its arrays move into the registry). */
+static void publish_config(struct tdm_config *next)
+{
+        struct tdm_config old = reg.cfg;
+        pthread_rwlock_wrlock(&reg.lock);
+        reg.cfg.targets = next->targets;
+        reg.cfg.n_targets = next->n_targets;
+        reg.cfg.discovery_chap = next->discovery_chap;
+        pthread_rwlock_unlock(&reg.lock);
+        next->targets = NULL;
+        next->n_targets = 0;
+        tdm_config_free(&old);
+}
+
+/* Starts an admin operation: a private copy of the live configuration to edit. */
+static int edit_begin(struct tdm_config *copy, char *err, size_t errlen)
+{
+        pthread_mutex_lock(&reg.admin_lock);
+        if (!reg.up) {
+                pthread_mutex_unlock(&reg.admin_lock);
+                return fail(err, errlen, -ENODEV, NULL, "the registry is not running");
+        }
+        int rc = tdm_config_copy(copy, &reg.cfg);
+        if (rc < 0) {
+                pthread_mutex_unlock(&reg.admin_lock);
+                return fail(err, errlen, rc, NULL, "out of memory");
+        }
+        return 0;
+}
+
+static int edit_end(struct tdm_config *copy, int rc)
+{
+        tdm_config_free(copy);
+        pthread_mutex_unlock(&reg.admin_lock);
+        return rc;
+}
+
+/* Validates the edited copy and saves it; the live state is still untouched. */
+static int edit_commit_file(struct tdm_config *copy, char *err, size_t errlen)
+{
+        int rc = tdm_config_validate(copy, err, errlen);
+        if (rc == 0)
+                rc = persist(copy, err, errlen);
+        return rc;
+}
+
+/* ---------------------------------------------------------------- init / fini */
+
+static void live_free_all(void)
+{
+        for (size_t i = 0; i < reg.n_targets; i++)
+                target_teardown(reg.targets[i].st);
+        free(reg.targets);
+        reg.targets = NULL;
+        reg.n_targets = 0;
+}
+
+/*
+ * The daemon-wide settings to write back: the file's own when it exists (so command-line
+ * overrides stay on the command line); otherwise the ones the daemon runs with.
+ */
+static int load_file_base(const char *path, const struct tdm_config *running, char *err,
+                          size_t errlen)
+{
+        int rc = 0;
+        /* Only the daemon-wide settings are kept: targets come from the live state. */
+        if (access(path, F_OK) == 0) {
+                rc = tdm_config_load(path, &reg.file_base, err, errlen);
+                tdm_config_free(&reg.file_base);
+        } else {
+                reg.file_base = *running;
+                reg.file_base.targets = NULL;
+                reg.file_base.n_targets = 0;
+        }
+        return rc;
+}
+
+int tdm_registry_init(struct tdm_config *cfg, const char *config_path, char *err, size_t errlen)
+{
+        pthread_mutex_lock(&reg.admin_lock);
+        int rc = 0;
+        if (reg.up) {
+                rc = fail(err, errlen, -EALREADY, NULL, "the registry is already running");
+                goto out;
+        }
+        if ((rc = tdm_config_validate(cfg, err, errlen)) < 0)
+                goto out;
+        reg.persist = config_path != NULL;
+        if (reg.persist) {
+                if (strlen(config_path) >= sizeof(reg.path)) {
+                        rc = fail(err, errlen, -ENAMETOOLONG, NULL, "config path too long");
+                        goto out;
+                }
+                snprintf(reg.path, sizeof(reg.path), "%s", config_path);
+                if ((rc = load_file_base(config_path, cfg, err, errlen)) < 0)
+                        goto out;
+        }
+        if ((rc = tdm_config_copy(&reg.cfg, cfg)) < 0) {
+                fail(err, errlen, rc, NULL, "out of memory");
+                goto out;
+        }
+        reg.targets = calloc(cfg->n_targets ? cfg->n_targets : 1, sizeof(*reg.targets));
+        if (!reg.targets) {
+                rc = fail(err, errlen, -ENOMEM, NULL, "out of memory");
+                goto out_cfg;
+        }
+        for (size_t i = 0; i < cfg->n_targets; i++) {
+                struct reg_target *rt = &reg.targets[i];
+                if ((rc = target_build_all(&cfg->targets[i], i, &rt->st, err, errlen)) < 0)
+                        goto out_live;
+                snprintf(rt->iqn, sizeof(rt->iqn), "%s", cfg->targets[i].iqn);
+                reg.n_targets = i + 1;
+        }
+        /* Identities generated at load exist only in memory: keep them before anyone sees them. */
+        if (cfg->identities_generated && (rc = persist(&reg.cfg, err, errlen)) < 0)
+                goto out_live;
+        reg.cfg.identities_generated = false;
+        reg.up = true;
+        log_info("registry: %zu targets from %s", reg.n_targets,
+                 reg.persist ? reg.path : "(not persisted)");
+        goto out;
+out_live:
+        live_free_all();
+out_cfg:
+        tdm_config_free(&reg.cfg);
+out:
+        pthread_mutex_unlock(&reg.admin_lock);
+        return rc;
+}
+
+void tdm_registry_fini(void)
+{
+        pthread_mutex_lock(&reg.admin_lock);
+        if (reg.up) {
+                pthread_rwlock_wrlock(&reg.lock);
+                reg.up = false;
+                pthread_rwlock_unlock(&reg.lock);
+                live_free_all();
+                tdm_config_free(&reg.cfg);
+                tdm_config_free(&reg.file_base);
+        }
+        pthread_mutex_unlock(&reg.admin_lock);
+}
+
+/* ---------------------------------------------------------------- lookups */
+
+static bool acl_allows(const struct tdm_target_cfg *t, const char *initiator)
+{
+        for (size_t i = 0; i < t->n_acl; i++)
+                if (strcmp(t->acl[i], "ALL") == 0 ||
+                    (initiator && tdm_iscsi_name_equal(t->acl[i], initiator)))
+                        return true;
+        return false;
+}
+
+int tdm_registry_login_target(const char *iqn, const char *initiator, struct scsi_target **out,
+                              struct tdm_auth *auth)
+{
+        int rc = -ENOENT;
+        *out = NULL;
+        if (!iqn)
+                return rc;
+        pthread_rwlock_rdlock(&reg.lock);
+        if (!reg.up)
+                goto out;
+        struct tdm_target_cfg *t = tdm_config_find_target(&reg.cfg, iqn);
+        struct reg_target *rt = t ? live_find(iqn) : NULL;
+        if (!rt)
+                goto out;
+        if (!acl_allows(t, initiator)) {
+                rc = -EACCES;
+                goto out;
+        }
+        if (auth)
+                auth->chap = t->chap;
+        scsi_target_get(rt->st);
+        *out = rt->st;
+        rc = 0;
+out:
+        pthread_rwlock_unlock(&reg.lock);
+        return rc;
+}
+
+void tdm_registry_discovery_auth(struct tdm_auth *auth)
+{
+        pthread_rwlock_rdlock(&reg.lock);
+        auth->chap = reg.up ? reg.cfg.discovery_chap : (struct tdm_chap_cfg){0};
+        pthread_rwlock_unlock(&reg.lock);
+}
+
+void tdm_registry_for_each_visible(const char *initiator, const char *only,
+                                   void (*cb)(void *arg, const char *iqn, uint16_t tpgt), void *arg)
+{
+        /* Copy under the lock, call back outside it: cb may take its own locks. */
+        struct visible {
+                char iqn[TDM_IQN_MAX];
+                uint16_t tpgt;
+        } *list = NULL;
+        size_t n = 0;
+        pthread_rwlock_rdlock(&reg.lock);
+        if (reg.up && reg.cfg.n_targets)
+                list = malloc(reg.cfg.n_targets * sizeof(*list));
+        for (size_t i = 0; list && i < reg.cfg.n_targets; i++) {
+                const struct tdm_target_cfg *t = &reg.cfg.targets[i];
+                if (only && !tdm_iscsi_name_equal(only, t->iqn))
+                        continue;
+                if (!acl_allows(t, initiator))
+                        continue;
+                memcpy(list[n].iqn, t->iqn, sizeof(list[n].iqn));
+                list[n++].tpgt = t->tpgt;
+        }
+        pthread_rwlock_unlock(&reg.lock);
+        for (size_t i = 0; i < n; i++)
+                cb(arg, list[i].iqn, list[i].tpgt);
+        free(list);
+}
+
+const struct tdm_config *tdm_registry_config(void)
+{
+        return &reg.cfg;
+}
+
+const char *tdm_registry_config_path(void)
+{
+        return reg.persist ? reg.path : "";
+}
+
+struct scsi_target *tdm_registry_get_target(const char *iqn)
+{
+        struct scsi_target *st = NULL;
+        pthread_rwlock_rdlock(&reg.lock);
+        struct reg_target *rt = reg.up && iqn ? live_find(iqn) : NULL;
+        if (rt) {
+                scsi_target_get(rt->st);
+                st = rt->st;
+        }
+        pthread_rwlock_unlock(&reg.lock);
+        return st;
+}
+
+/* ---------------------------------------------------------------- admin operations */
+
+int tdm_registry_target_add(const char *iqn, char *err, size_t errlen)
+{
+        struct tdm_config copy;
+        int rc = edit_begin(&copy, err, errlen);
+        if (rc < 0)
+                return rc;
+        if ((rc = tdm_config_add_target(&copy, iqn, err, errlen)) < 0)
+                return edit_end(&copy, rc);
+        struct reg_target *grown = realloc(reg.targets, (reg.n_targets + 1) * sizeof(*grown));
+        if (!grown)
+                return edit_end(&copy, fail(err, errlen, -ENOMEM, NULL, "out of memory"));
+        pthread_rwlock_wrlock(&reg.lock);
+        reg.targets = grown; /* same contents, maybe moved: readers hold the lock */
+        pthread_rwlock_unlock(&reg.lock);
+        struct scsi_target *st = target_build(tdm_config_find_target(&copy, iqn));
+        if (!st)
+                return edit_end(&copy, fail(err, errlen, -ENOMEM, NULL, "out of memory"));
+        if ((rc = edit_commit_file(&copy, err, errlen)) < 0) {
+                scsi_target_put(st);
+                return edit_end(&copy, rc);
+        }
+        pthread_rwlock_wrlock(&reg.lock);
+        struct reg_target *rt = &reg.targets[reg.n_targets++];
+        snprintf(rt->iqn, sizeof(rt->iqn), "%s", iqn);
+        rt->st = st;
+        pthread_rwlock_unlock(&reg.lock);
+        publish_config(&copy);
+        log_notice("admin: target %s added", iqn);
+        return edit_end(&copy, 0);
+}
+
+int tdm_registry_target_del(const char *iqn, char *err, size_t errlen)
+{
+        struct tdm_config copy;
+        int rc = edit_begin(&copy, err, errlen);
+        if (rc < 0)
+                return rc;
+        if ((rc = tdm_config_del_target(&copy, iqn, err, errlen)) < 0 ||
+            (rc = edit_commit_file(&copy, err, errlen)) < 0)
+                return edit_end(&copy, rc);
+        /* Unpublish first (no new logins), then take the LUNs away from open sessions. */
+        pthread_rwlock_wrlock(&reg.lock);
+        struct reg_target *rt = live_find(iqn);
+        struct scsi_target *st = rt ? rt->st : NULL;
+        if (rt) {
+                *rt = reg.targets[reg.n_targets - 1];
+                reg.n_targets--;
+        }
+        pthread_rwlock_unlock(&reg.lock);
+        publish_config(&copy);
+        if (st)
+                target_teardown(st);
+        log_notice("admin: target %s deleted", iqn);
+        return edit_end(&copy, 0);
+}
+
+int tdm_registry_lun_add(const char *iqn, const struct tdm_lun_cfg *lun, char *err, size_t errlen)
+{
+        struct tdm_config copy;
+        int rc = edit_begin(&copy, err, errlen);
+        if (rc < 0)
+                return rc;
+        if ((rc = tdm_config_add_lun(&copy, iqn, lun, err, errlen)) < 0 ||
+            (rc = tdm_config_validate(&copy, err, errlen)) < 0)
+                return edit_end(&copy, rc);
+        /* The LUN as the copy has it: with its generated identity and defaults. */
+        const struct tdm_lun_cfg *l =
+            tdm_config_find_lun(tdm_config_find_target(&copy, iqn), lun->lun);
+        struct reg_target *rt = live_find(iqn);
+        if (!rt)
+                return edit_end(&copy, fail(err, errlen, -ENOENT, "iqn", "no target \"%s\"", iqn));
+        struct scsi_lun *sl;
+        bool created;
+        if ((rc = lun_build(l, "", &sl, &created, err, errlen)) < 0)
+                return edit_end(&copy, rc);
+        if ((rc = persist(&copy, err, errlen)) < 0) {
+                lun_discard(sl, l->path, created);
+                return edit_end(&copy, rc);
+        }
+        /* Raises REPORTED LUNS DATA HAS CHANGED on the target's sessions. */
+        if ((rc = scsi_target_add_lun(rt->st, sl)) < 0) {
+                char ignored[256];
+                lun_discard(sl, l->path, created);
+                persist(&reg.cfg, ignored, sizeof(ignored)); /* put the old file back */
+                return edit_end(&copy,
+                                fail(err, errlen, rc, "lun", "cannot add LUN %" PRIu64 ": %s",
+                                     lun->lun, strerror(-rc)));
+        }
+        scsi_lun_put(sl); /* the target's table holds its own reference */
+        log_notice("admin: %s LUN %" PRIu64 " added (%s, naa.%s)", iqn, l->lun, l->path, l->naa);
+        publish_config(&copy);
+        return edit_end(&copy, 0);
+}
+
+int tdm_registry_lun_del(const char *iqn, uint64_t lun, char *err, size_t errlen)
+{
+        struct tdm_config copy;
+        int rc = edit_begin(&copy, err, errlen);
+        if (rc < 0)
+                return rc;
+        if ((rc = tdm_config_del_lun(&copy, iqn, lun, err, errlen)) < 0 ||
+            (rc = edit_commit_file(&copy, err, errlen)) < 0)
+                return edit_end(&copy, rc);
+        struct reg_target *rt = live_find(iqn);
+        if (rt)
+                scsi_target_del_lun(rt->st, lun);
+        publish_config(&copy);
+        log_notice("admin: %s LUN %" PRIu64 " deleted", iqn, lun);
+        return edit_end(&copy, 0);
+}
+
+int tdm_registry_acl_add(const char *iqn, const char *initiator, char *err, size_t errlen)
+{
+        struct tdm_config copy;
+        int rc = edit_begin(&copy, err, errlen);
+        if (rc < 0)
+                return rc;
+        if ((rc = tdm_config_add_acl(&copy, iqn, initiator, err, errlen)) < 0 ||
+            (rc = edit_commit_file(&copy, err, errlen)) < 0)
+                return edit_end(&copy, rc);
+        publish_config(&copy);
+        log_notice("admin: %s ACL +%s", iqn, initiator);
+        return edit_end(&copy, 0);
+}
+
+int tdm_registry_acl_del(const char *iqn, const char *initiator, char *err, size_t errlen)
+{
+        struct tdm_config copy;
+        int rc = edit_begin(&copy, err, errlen);
+        if (rc < 0)
+                return rc;
+        if ((rc = tdm_config_del_acl(&copy, iqn, initiator, err, errlen)) < 0 ||
+            (rc = edit_commit_file(&copy, err, errlen)) < 0)
+                return edit_end(&copy, rc);
+        /* Sessions already logged in stay; the ACL is checked at login. */
+        publish_config(&copy);
+        log_notice("admin: %s ACL -%s", iqn, initiator);
+        return edit_end(&copy, 0);
+}
+
+int tdm_registry_chap_set(const char *iqn, const struct tdm_chap_cfg *chap, char *err,
+                          size_t errlen)
+{
+        struct tdm_config copy;
+        int rc = edit_begin(&copy, err, errlen);
+        if (rc < 0)
+                return rc;
+        if ((rc = tdm_config_set_chap(&copy, iqn, chap, err, errlen)) < 0 ||
+            (rc = edit_commit_file(&copy, err, errlen)) < 0)
+                return edit_end(&copy, rc);
+        publish_config(&copy);
+        log_notice("admin: CHAP %s for %s", chap->enabled ? "set" : "cleared",
+                   iqn ? iqn : "discovery");
+        return edit_end(&copy, 0);
+}

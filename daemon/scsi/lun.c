@@ -1,0 +1,201 @@
+/* Logical units, targets and nexuses: lifetime, lookup, task management, statistics. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scsi/scsi_internal.h"
+
+static _Atomic uint64_t next_nexus_id = 1;
+
+/* FNV-1a: a stable default identity derived from the backing path and LUN id. */
+static uint64_t identity_hash(const char *path, uint64_t id)
+{
+        uint64_t h = 0xcbf29ce484222325ull;
+        for (const char *p = path; *p; p++)
+                h = (h ^ (uint8_t)*p) * 0x100000001b3ull;
+        for (int i = 0; i < 8; i++)
+                h = (h ^ (uint8_t)(id >> (8 * i))) * 0x100000001b3ull;
+        return h;
+}
+
+/* Defaults until the configuration sets the replicated identity (same on every node). */
+static void lun_default_identity(struct scsi_lun *lun)
+{
+        uint64_t h = identity_hash(lun->bs ? lun->bs->path : "", lun->id);
+        uint64_t h2 = identity_hash("tandem", h);
+        lun->naa[0] = 0x60; /* NAA 6, IEEE company id 0 (none assigned) */
+        for (int i = 0; i < 8; i++)
+                lun->naa[8 + i] = (uint8_t)(h >> (8 * (7 - i)));
+        for (int i = 0; i < 5; i++)
+                lun->naa[3 + i] = (uint8_t)(h2 >> (8 * i));
+        lun->naa[3] &= 0x0f; /* vendor specific identifier starts in the low nibble */
+        snprintf(lun->serial, sizeof(lun->serial), "%016llx", (unsigned long long)h);
+        snprintf(lun->product, sizeof(lun->product), "%s", SCSI_DEFAULT_PRODUCT);
+}
+
+struct scsi_lun *scsi_lun_create(uint64_t id, struct bs_dev *bs, uint32_t block_size)
+{
+        if (!bs || block_size < 512 || block_size > 65536 || (block_size & (block_size - 1)) ||
+            id >= SCSI_MAX_LUNS)
+                return NULL;
+        struct scsi_lun_private *priv = calloc(1, sizeof(*priv));
+        if (!priv)
+                return NULL;
+        struct scsi_lun *lun = &priv->lun;
+        atomic_init(&lun->refs, 1);
+        lun->id = id;
+        lun->bs = bs;
+        lun->block_size = block_size;
+        atomic_init(&lun->num_blocks, bs->size / block_size);
+        /* Sparse files deallocate with hole punching and read back zeroes: thin by default. */
+        lun->thin = !bs->is_blockdev;
+        atomic_init(&lun->wce, true);
+        lun->rel_port_id = 1;
+        lun->tpg_id = 1;
+        lun_default_identity(lun);
+        return lun;
+}
+
+void scsi_lun_get(struct scsi_lun *lun)
+{
+        atomic_fetch_add_explicit(&lun->refs, 1, memory_order_relaxed);
+}
+
+/* The last reference closes the backstore: the LUN owns it from scsi_lun_create() on. */
+void scsi_lun_put(struct scsi_lun *lun)
+{
+        if (!lun)
+                return;
+        if (atomic_fetch_sub_explicit(&lun->refs, 1, memory_order_acq_rel) != 1)
+                return;
+        bs_close(lun->bs);
+        free(scsi_lun_private(lun));
+}
+
+struct scsi_target *scsi_target_create(const char *iqn)
+{
+        struct scsi_target *t = calloc(1, sizeof(*t));
+        if (!t)
+                return NULL;
+        atomic_init(&t->refs, 1);
+        snprintf(t->iqn, sizeof(t->iqn), "%s", iqn ? iqn : "");
+        t->tpgt = 1;
+        pthread_mutex_init(&t->lun_lock, NULL);
+        return t;
+}
+
+void scsi_target_get(struct scsi_target *t)
+{
+        atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
+}
+
+void scsi_target_put(struct scsi_target *t)
+{
+        if (!t)
+                return;
+        if (atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) != 1)
+                return;
+        for (int i = 0; i < SCSI_MAX_LUNS; i++)
+                scsi_lun_put(atomic_load(&t->luns[i]));
+        pthread_mutex_destroy(&t->lun_lock);
+        free(t);
+}
+
+/*
+ * The lock makes "load the pointer, take a reference" atomic against del_lun dropping
+ * the table's reference; it is per target and held for a few instructions.
+ */
+struct scsi_lun *scsi_target_get_lun(struct scsi_target *t, uint64_t id)
+{
+        if (!t || id >= SCSI_MAX_LUNS)
+                return NULL;
+        pthread_mutex_lock(&t->lun_lock);
+        struct scsi_lun *lun = atomic_load_explicit(&t->luns[id], memory_order_acquire);
+        if (lun)
+                scsi_lun_get(lun);
+        pthread_mutex_unlock(&t->lun_lock);
+        return lun;
+}
+
+/* The table takes its own reference; the caller keeps (and later puts) its own. */
+int scsi_target_add_lun(struct scsi_target *t, struct scsi_lun *lun)
+{
+        if (!t || !lun || lun->id >= SCSI_MAX_LUNS)
+                return -EINVAL;
+        pthread_mutex_lock(&t->lun_lock);
+        if (atomic_load(&t->luns[lun->id])) {
+                pthread_mutex_unlock(&t->lun_lock);
+                return -EEXIST;
+        }
+        scsi_lun_get(lun);
+        atomic_store_explicit(&t->luns[lun->id], lun, memory_order_release);
+        atomic_fetch_add_explicit(&t->luns_gen, 1, memory_order_release);
+        pthread_mutex_unlock(&t->lun_lock);
+        return 0;
+}
+
+int scsi_target_del_lun(struct scsi_target *t, uint64_t id)
+{
+        if (!t || id >= SCSI_MAX_LUNS)
+                return -EINVAL;
+        pthread_mutex_lock(&t->lun_lock);
+        struct scsi_lun *lun = atomic_exchange(&t->luns[id], NULL);
+        if (lun)
+                atomic_fetch_add_explicit(&t->luns_gen, 1, memory_order_release);
+        pthread_mutex_unlock(&t->lun_lock);
+        if (!lun)
+                return -ENOENT;
+        scsi_lun_put(lun);
+        return 0;
+}
+
+void scsi_nexus_init(struct scsi_nexus *nx, struct scsi_target *t, const char *initiator)
+{
+        memset(nx, 0, sizeof(*nx));
+        nx->id = atomic_fetch_add(&next_nexus_id, 1);
+        nx->target = t;
+        snprintf(nx->initiator, sizeof(nx->initiator), "%s", initiator ? initiator : "");
+        for (int i = 0; i < SCSI_MAX_LUNS; i++)
+                nx->power_on_pending[i] = true;
+        if (t)
+                nx->luns_gen_seen = atomic_load(&t->luns_gen);
+}
+
+/*
+ * LOGICAL UNIT RESET: every nexus, the requester included, gets BUS DEVICE RESET
+ * FUNCTION OCCURRED; a medium removal prevention and a RESERVE reservation end.
+ * Aborting the tasks in flight is the transport's part.
+ */
+void scsi_nexus_lun_reset(struct scsi_nexus *nx, struct scsi_lun *lun)
+{
+        (void)nx;
+        if (!lun)
+                return;
+        atomic_store(&lun->removal_prevented, false);
+        scsi_reservation_release_all(lun);
+        scsi_lun_raise_ua(lun, SCSI_UA_LUN_RESET, 0);
+}
+
+void scsi_lun_record_latency(struct scsi_lun *lun, uint64_t ns)
+{
+        uint64_t us = ns / 1000;
+        unsigned bucket = 0;
+        while (bucket < 23 && us >= (1ull << bucket))
+                bucket++;
+        atomic_fetch_add_explicit(&lun->stats.lat_hist[bucket], 1, memory_order_relaxed);
+}
+
+void scsi_lun_count_bytes(struct scsi_lun *lun, bool is_write, uint64_t bytes)
+{
+        if (is_write)
+                atomic_fetch_add_explicit(&lun->stats.write_bytes, bytes, memory_order_relaxed);
+        else
+                atomic_fetch_add_explicit(&lun->stats.read_bytes, bytes, memory_order_relaxed);
+}
+
+uint32_t scsi_lun_granularity_blocks(const struct scsi_lun *lun)
+{
+        return lun->block_size >= SCSI_GRANULARITY_BYTES ? 1
+                                                         : SCSI_GRANULARITY_BYTES / lun->block_size;
+}

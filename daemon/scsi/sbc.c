@@ -1,0 +1,366 @@
+/*
+ * Medium access: READ, WRITE, WRITE AND VERIFY, VERIFY, ORWRITE, PRE-FETCH,
+ * SYNCHRONIZE CACHE. Every handler decodes its CDB, checks the range and calls one
+ * shared body. READ and WRITE allocate nothing but the data-in buffer.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scsi/scsi_internal.h"
+#include "tandem/log.h"
+
+/* The blocks a command addresses and where its TRANSFER LENGTH field sits. */
+struct sbc_range {
+        uint64_t lba;
+        uint32_t nblocks;
+        uint8_t len_byte;
+};
+
+static struct sbc_range range10(const uint8_t *cdb)
+{
+        return (struct sbc_range){get_be32(cdb + 2), get_be16(cdb + 7), 7};
+}
+
+static struct sbc_range range12(const uint8_t *cdb)
+{
+        return (struct sbc_range){get_be32(cdb + 2), get_be32(cdb + 6), 6};
+}
+
+static struct sbc_range range16(const uint8_t *cdb)
+{
+        return (struct sbc_range){get_be64(cdb + 2), get_be32(cdb + 10), 10};
+}
+
+/* READ(6)/WRITE(6): 21-bit LBA, and a TRANSFER LENGTH of 0 means 256 blocks. */
+static struct sbc_range range6(const uint8_t *cdb)
+{
+        uint32_t n = cdb[4] ? cdb[4] : 256;
+        return (struct sbc_range){get_be24(cdb + 1) & 0x1fffff, n, 4};
+}
+
+static bool cdb_fua(const uint8_t *cdb)
+{
+        return cdb[1] & 0x08;
+}
+
+/* Range and size checks common to every command that moves blocks. */
+static enum scsi_reason check_range(struct scsi_task *task, const struct sbc_range *r)
+{
+        struct scsi_lun *lun = task->lun;
+        if (!scsi_lba_range_ok(lun, r->lba, r->nblocks))
+                return SR_LBA_OUT_OF_RANGE;
+        if ((uint64_t)r->nblocks * lun->block_size > SCSI_MAX_XFER_BYTES)
+                return scsi_bad_cdb_field(task, r->len_byte, -1);
+        return SCSI_OK;
+}
+
+static enum scsi_reason io_error(struct scsi_task *task, const char *what, int rc, bool write)
+{
+        log_warn("LUN %llu: %s failed: %s (initiator %s)", (unsigned long long)task->lun->id, what,
+                 strerror(-rc), task->nexus ? task->nexus->initiator : "?");
+        if (write && rc == -ENOSPC)
+                return SR_SPACE_ALLOC_FAILED;
+        return write ? SR_WRITE_ERROR : SR_READ_ERROR;
+}
+
+enum scsi_reason scsi_write_commit(struct scsi_task *task, bool fua)
+{
+        struct scsi_lun *lun = task->lun;
+        if (!fua && atomic_load_explicit(&lun->wce, memory_order_relaxed))
+                return SCSI_OK;
+        int rc = bs_flush(lun->bs);
+        return rc < 0 ? io_error(task, "flush", rc, true) : SCSI_OK;
+}
+
+/* Bytes the initiator sends or takes for the range, for residual accounting. */
+static void set_xfer_len(struct scsi_task *task, const struct sbc_range *r)
+{
+        uint64_t bytes = (uint64_t)r->nblocks * task->lun->block_size;
+        task->xfer_len = bytes > UINT32_MAX ? UINT32_MAX : (uint32_t)bytes;
+}
+
+/* Reads straight into the data-in buffer: data_in_len == xfer_len == the CDB's bytes. */
+static enum scsi_reason sbc_read(struct scsi_task *task, struct sbc_range r)
+{
+        struct scsi_lun *lun = task->lun;
+        set_xfer_len(task, &r);
+        enum scsi_reason rs = check_range(task, &r);
+        if (rs != SCSI_OK || task->xfer_len == 0)
+                return rs;
+        uint8_t *buf = scsi_data_in_alloc_aligned(task, task->xfer_len);
+        if (!buf)
+                return SR_INTERNAL_ERROR;
+        int rc = bs_read(lun->bs, buf, task->xfer_len, r.lba * lun->block_size);
+        if (rc < 0)
+                return io_error(task, "read", rc, false);
+        scsi_lun_count_bytes(lun, false, task->xfer_len);
+        return SCSI_OK;
+}
+
+/*
+ * Writes the whole blocks the initiator sent, at most what the CDB asks for: an iSCSI
+ * expected length below the CDB's writes less (the transport reports the residual).
+ */
+static uint32_t data_out_blocks_bytes(const struct scsi_task *task)
+{
+        uint32_t have = min_u32(task->data_out_len, task->xfer_len);
+        return have - have % task->lun->block_size;
+}
+
+static enum scsi_reason write_blocks(struct scsi_task *task, const struct sbc_range *r, bool fua)
+{
+        struct scsi_lun *lun = task->lun;
+        uint32_t len = data_out_blocks_bytes(task);
+        if (len == 0)
+                return SCSI_OK;
+        int rc = bs_write(lun->bs, task->data_out, len, r->lba * lun->block_size);
+        if (rc < 0)
+                return io_error(task, "write", rc, true);
+        scsi_lun_count_bytes(lun, true, len);
+        return scsi_write_commit(task, fua);
+}
+
+static enum scsi_reason sbc_write(struct scsi_task *task, struct sbc_range r, bool fua)
+{
+        set_xfer_len(task, &r);
+        enum scsi_reason rs = check_range(task, &r);
+        if (rs != SCSI_OK)
+                return rs;
+        return write_blocks(task, &r, fua);
+}
+
+enum scsi_reason sbc_read6(struct scsi_task *task)
+{
+        return sbc_read(task, range6(task->cdb));
+}
+
+enum scsi_reason sbc_read10(struct scsi_task *task)
+{
+        return sbc_read(task, range10(task->cdb));
+}
+
+enum scsi_reason sbc_read12(struct scsi_task *task)
+{
+        return sbc_read(task, range12(task->cdb));
+}
+
+enum scsi_reason sbc_read16(struct scsi_task *task)
+{
+        return sbc_read(task, range16(task->cdb));
+}
+
+enum scsi_reason sbc_write6(struct scsi_task *task)
+{
+        return sbc_write(task, range6(task->cdb), false);
+}
+
+enum scsi_reason sbc_write10(struct scsi_task *task)
+{
+        return sbc_write(task, range10(task->cdb), cdb_fua(task->cdb));
+}
+
+enum scsi_reason sbc_write12(struct scsi_task *task)
+{
+        return sbc_write(task, range12(task->cdb), cdb_fua(task->cdb));
+}
+
+enum scsi_reason sbc_write16(struct scsi_task *task)
+{
+        return sbc_write(task, range16(task->cdb), cdb_fua(task->cdb));
+}
+
+/* WRITE AND VERIFY: the data must be on the medium to be verified, so it is made durable. */
+enum scsi_reason sbc_write_verify10(struct scsi_task *task)
+{
+        return sbc_write(task, range10(task->cdb), true);
+}
+
+enum scsi_reason sbc_write_verify12(struct scsi_task *task)
+{
+        return sbc_write(task, range12(task->cdb), true);
+}
+
+enum scsi_reason sbc_write_verify16(struct scsi_task *task)
+{
+        return sbc_write(task, range16(task->cdb), true);
+}
+
+/* Scratch buffer for read-modify commands: at most SCSI_OPT_XFER_BYTES, block aligned. */
+static uint8_t *chunk_alloc(const struct scsi_lun *lun, uint64_t total, uint32_t *chunk)
+{
+        uint32_t max = SCSI_OPT_XFER_BYTES - SCSI_OPT_XFER_BYTES % lun->block_size;
+        *chunk = (uint32_t)min_u64(total, max ? max : lun->block_size);
+        void *buf = NULL;
+        if (posix_memalign(&buf, SCSI_GRANULARITY_BYTES, *chunk))
+                return NULL;
+        return buf;
+}
+
+/* First differing byte of two buffers, or len when equal. */
+static uint32_t first_difference(const uint8_t *a, const uint8_t *b, uint32_t len)
+{
+        if (memcmp(a, b, len) == 0)
+                return len;
+        uint32_t i = 0;
+        while (a[i] == b[i])
+                i++;
+        return i;
+}
+
+/*
+ * Compares the medium with the data-out buffer: BYTCHK 01b byte for byte, 11b one
+ * block against every block. The INFORMATION field gets the offset of the first
+ * miscompare within the data-out buffer.
+ */
+static enum scsi_reason verify_compare(struct scsi_task *task, const struct sbc_range *r,
+                                       bool one_block)
+{
+        struct scsi_lun *lun = task->lun;
+        uint32_t bs = lun->block_size;
+        uint64_t total = one_block ? (uint64_t)r->nblocks * bs : data_out_blocks_bytes(task);
+        if (one_block && task->data_out_len < bs)
+                return SCSI_OK; /* nothing was sent to compare with */
+        uint32_t chunk;
+        uint8_t *buf = total ? chunk_alloc(lun, total, &chunk) : NULL;
+        if (total && !buf)
+                return SR_INTERNAL_ERROR;
+        enum scsi_reason rs = SCSI_OK;
+        for (uint64_t done = 0; done < total && rs == SCSI_OK;) {
+                uint32_t n = (uint32_t)min_u64(chunk, total - done);
+                int rc = bs_read(lun->bs, buf, n, r->lba * bs + done);
+                if (rc < 0) {
+                        rs = io_error(task, "verify read", rc, false);
+                        break;
+                }
+                for (uint32_t off = 0; off < n; off += bs) {
+                        const uint8_t *expect =
+                            one_block ? task->data_out : task->data_out + done + off;
+                        uint32_t at = first_difference(buf + off, expect, bs);
+                        if (at < bs) {
+                                task->info = one_block ? at : done + off + at;
+                                task->info_valid = true;
+                                rs = SR_MISCOMPARE_VERIFY;
+                                break;
+                        }
+                }
+                done += n;
+        }
+        free(buf);
+        return rs;
+}
+
+static enum scsi_reason sbc_verify(struct scsi_task *task, struct sbc_range r)
+{
+        unsigned bytchk = (task->cdb[1] >> 1) & 0x03;
+        if (bytchk == 2)
+                return scsi_bad_cdb_field(task, 1, 2);
+        task->xfer_len = scsi_cdb_data_out_len(task->cdb, task->lun);
+        enum scsi_reason rs = check_range(task, &r);
+        if (rs != SCSI_OK || bytchk == 0 || r.nblocks == 0)
+                return rs; /* without BYTCHK there is no medium check to make */
+        return verify_compare(task, &r, bytchk == 3);
+}
+
+enum scsi_reason sbc_verify10(struct scsi_task *task)
+{
+        return sbc_verify(task, range10(task->cdb));
+}
+
+enum scsi_reason sbc_verify12(struct scsi_task *task)
+{
+        return sbc_verify(task, range12(task->cdb));
+}
+
+enum scsi_reason sbc_verify16(struct scsi_task *task)
+{
+        return sbc_verify(task, range16(task->cdb));
+}
+
+/* ORWRITE: medium = medium OR data-out, chunk by chunk. */
+static enum scsi_reason orwrite_blocks(struct scsi_task *task, const struct sbc_range *r)
+{
+        struct scsi_lun *lun = task->lun;
+        uint64_t total = data_out_blocks_bytes(task);
+        uint32_t chunk;
+        if (total == 0)
+                return SCSI_OK;
+        uint8_t *buf = chunk_alloc(lun, total, &chunk);
+        if (!buf)
+                return SR_INTERNAL_ERROR;
+        enum scsi_reason rs = SCSI_OK;
+        for (uint64_t done = 0; done < total;) {
+                uint32_t n = (uint32_t)min_u64(chunk, total - done);
+                uint64_t off = r->lba * lun->block_size + done;
+                int rc = bs_read(lun->bs, buf, n, off);
+                if (rc < 0) {
+                        rs = io_error(task, "orwrite read", rc, false);
+                        break;
+                }
+                for (uint32_t i = 0; i < n; i++)
+                        buf[i] |= task->data_out[done + i];
+                rc = bs_write(lun->bs, buf, n, off);
+                if (rc < 0) {
+                        rs = io_error(task, "orwrite write", rc, true);
+                        break;
+                }
+                done += n;
+        }
+        free(buf);
+        if (rs != SCSI_OK)
+                return rs;
+        scsi_lun_count_bytes(lun, true, total);
+        return scsi_write_commit(task, cdb_fua(task->cdb));
+}
+
+enum scsi_reason sbc_orwrite16(struct scsi_task *task)
+{
+        struct sbc_range r = range16(task->cdb);
+        set_xfer_len(task, &r);
+        enum scsi_reason rs = check_range(task, &r);
+        if (rs != SCSI_OK)
+                return rs;
+        return orwrite_blocks(task, &r);
+}
+
+/* PRE-FETCH: a hint to the page cache; GOOD (not CONDITION MET) as nothing is reserved. */
+static enum scsi_reason sbc_prefetch(struct scsi_task *task, struct sbc_range r)
+{
+        struct scsi_lun *lun = task->lun;
+        if (!scsi_lba_range_ok(lun, r.lba, r.nblocks))
+                return SR_LBA_OUT_OF_RANGE;
+        if (r.nblocks)
+                (void)posix_fadvise(lun->bs->fd, (off_t)(r.lba * lun->block_size),
+                                    (off_t)r.nblocks * lun->block_size, POSIX_FADV_WILLNEED);
+        return SCSI_OK;
+}
+
+enum scsi_reason sbc_prefetch10(struct scsi_task *task)
+{
+        return sbc_prefetch(task, range10(task->cdb));
+}
+
+enum scsi_reason sbc_prefetch16(struct scsi_task *task)
+{
+        return sbc_prefetch(task, range16(task->cdb));
+}
+
+/* SYNCHRONIZE CACHE: everything written before is made durable (IMMED is served the same way). */
+static enum scsi_reason sbc_sync_cache(struct scsi_task *task, struct sbc_range r)
+{
+        if (!scsi_lba_range_ok(task->lun, r.lba, r.nblocks))
+                return SR_LBA_OUT_OF_RANGE;
+        int rc = bs_flush(task->lun->bs);
+        return rc < 0 ? io_error(task, "flush", rc, true) : SCSI_OK;
+}
+
+enum scsi_reason sbc_sync_cache10(struct scsi_task *task)
+{
+        return sbc_sync_cache(task, range10(task->cdb));
+}
+
+enum scsi_reason sbc_sync_cache16(struct scsi_task *task)
+{
+        return sbc_sync_cache(task, range16(task->cdb));
+}

@@ -1,0 +1,86 @@
+/*
+ * Command execution: table lookup, LUN presence, unit attentions, reserved CDB bits,
+ * then the handler; the result becomes status and sense in exactly one place.
+ */
+#include "scsi/scsi_internal.h"
+
+static void task_reset_result(struct scsi_task *task)
+{
+        scsi_task_release(task);
+        task->status = SCSI_STATUS_GOOD;
+        task->sense_len = 0;
+        task->reason = SCSI_OK;
+        task->field = (struct scsi_field_ptr){0};
+        task->info = 0;
+        task->info_valid = false;
+        task->xfer_len = 0;
+}
+
+/* An opcode we know with a service action we do not: the SA field is invalid. */
+static enum scsi_reason unsupported_command(struct scsi_task *task)
+{
+        if (scsi_opcode_has_service_actions(task->cdb[0]))
+                return scsi_bad_cdb_field(task, 1, 4);
+        return SR_INVALID_OPCODE;
+}
+
+/* Checks of the command against the state of the LUN: attentions, reservation, SWP. */
+static enum scsi_reason task_admit(struct scsi_task *task, const struct scsi_opcode_entry *e)
+{
+        if (task->nexus && !(e->flags & SCSI_F_NO_UA)) {
+                enum scsi_reason ua = scsi_ua_take(task->nexus, task->lun);
+                if (ua != SCSI_OK)
+                        return ua;
+        }
+        enum scsi_reason r = scsi_cdb_check_usage(task, e);
+        if (r == SCSI_OK)
+                r = scsi_reservation_check(task, e);
+        if (r == SCSI_OK && (e->flags & SCSI_F_WRITES_MEDIUM) &&
+            atomic_load_explicit(&scsi_lun_private(task->lun)->swp, memory_order_relaxed))
+                r = SR_WRITE_PROTECTED;
+        return r;
+}
+
+static enum scsi_reason task_dispatch(struct scsi_task *task, const struct scsi_opcode_entry *e)
+{
+        if (!e)
+                return unsupported_command(task);
+        enum scsi_reason r;
+        if (task->lun)
+                r = task_admit(task, e);
+        else if (e->flags & SCSI_F_NEEDS_LUN)
+                r = SR_LUN_NOT_SUPPORTED;
+        else
+                r = scsi_cdb_check_usage(task, e);
+        return r != SCSI_OK ? r : e->handler(task);
+}
+
+/* Command and error counters; the transport records the latency (scsi_lun_record_latency). */
+static void task_account(struct scsi_task *task, const struct scsi_opcode_entry *e)
+{
+        struct scsi_lun *lun = task->lun;
+        if (!lun)
+                return;
+        uint32_t flags = e ? e->flags : 0;
+        if (flags & SCSI_F_STAT_READ)
+                atomic_fetch_add_explicit(&lun->stats.reads, 1, memory_order_relaxed);
+        else if (flags & SCSI_F_STAT_WRITE)
+                atomic_fetch_add_explicit(&lun->stats.writes, 1, memory_order_relaxed);
+        else
+                atomic_fetch_add_explicit(&lun->stats.other, 1, memory_order_relaxed);
+        if (task->status != SCSI_STATUS_GOOD)
+                atomic_fetch_add_explicit(&lun->stats.errors, 1, memory_order_relaxed);
+}
+
+void scsi_task_execute(struct scsi_task *task)
+{
+        task_reset_result(task);
+        const struct scsi_opcode_entry *e = scsi_opcode_lookup(task->cdb);
+        enum scsi_reason r = task_dispatch(task, e);
+        if (r != SCSI_OK) {
+                /* A failed command returns no data. */
+                scsi_task_release(task);
+        }
+        scsi_task_set_reason(task, r);
+        task_account(task, e);
+}

@@ -1,0 +1,1520 @@
+/*
+ * tdm-badpdu: a catalogue of malformed iSCSI input, sent over raw TCP by a minimal initiator of
+ * our own (no libiscsi), one case at a time:
+ *
+ *   tdm-badpdu --portal 127.0.0.1:3260 --target IQN [--lun N] [--chap-target IQN
+ *              --chap-user NAME] [--cases a,b,...] [--list] [--cycles N]
+ *
+ * Each case prints "badinput: case=NAME result=pass|fail|skip detail=...". After every case
+ * the tool checks that the target still serves: a session opened before the first case must
+ * still answer TEST UNIT READY, and a fresh login must work. Exit status 1 if any case failed.
+ *
+ * Expected target behaviour per RFC 7143 / SPC, where the brief leaves a choice, accepts each
+ * reaction a conforming target may have and reports which one it saw.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tandem/iscsi_pdu.h"
+
+#define IO_TIMEOUT_MS    5000
+#define MAX_PDU_DATA     (16u << 20)
+#define OUR_MAX_RECV_DSL 262144u
+#define DETAIL_LEN       512
+
+/* ------------------------------------------------------------------------------------------ */
+/* CRC32C (Castagnoli, reflected), table driven: the tool stays free of ISA-L. */
+
+static uint32_t crc32c_table[256];
+
+static void crc32c_init(void)
+{
+        for (uint32_t i = 0; i < 256; i++) {
+                uint32_t c = i;
+                for (int k = 0; k < 8; k++)
+                        c = (c & 1) ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+                crc32c_table[i] = c;
+        }
+}
+
+static uint32_t crc32c(const void *buf, size_t len)
+{
+        const uint8_t *p = buf;
+        uint32_t crc = 0xffffffffu;
+        while (len--)
+                crc = (crc >> 8) ^ crc32c_table[(crc ^ *p++) & 0xff];
+        return crc ^ 0xffffffffu;
+}
+
+/* SAM single-level LUN: peripheral addressing below 256, flat space addressing above. (The
+ * library's iscsi_lun_encode lives in tandem_core, which tools do not link.) */
+static void lun_encode(uint8_t *p, uint64_t lun)
+{
+        memset(p, 0, 8);
+        if (lun < 256) {
+                p[1] = (uint8_t)lun;
+        } else {
+                p[0] = (uint8_t)(0x40 | ((lun >> 8) & 0x3f));
+                p[1] = (uint8_t)lun;
+        }
+}
+
+static void put_le32(uint8_t *p, uint32_t v)
+{
+        p[0] = (uint8_t)v;
+        p[1] = (uint8_t)(v >> 8);
+        p[2] = (uint8_t)(v >> 16);
+        p[3] = (uint8_t)(v >> 24);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Connection and PDU framing */
+
+struct conn {
+        int fd;
+        bool header_digest;
+        bool data_digest;
+        char header_digest_answer[16];
+        uint8_t isid[6];
+        uint16_t tsih;
+        uint32_t itt;
+        uint32_t cmdsn;
+        uint32_t exp_statsn;
+        /* negotiated */
+        uint32_t target_max_recv_dsl;
+        uint32_t first_burst;
+        uint32_t max_burst;
+        bool immediate_data;
+        bool initial_r2t;
+};
+
+struct pdu {
+        uint8_t bhs[ISCSI_BHS_LEN];
+        uint8_t *data;
+        uint32_t dlen;
+};
+
+struct ctx {
+        char host[64];
+        uint16_t port;
+        const char *target;
+        const char *initiator;
+        uint64_t lun;
+        const char *chap_target;
+        const char *chap_user;
+        unsigned cycles;
+        struct conn healthy;
+        bool healthy_up;
+        uint32_t block_size;
+        uint64_t num_blocks;
+};
+
+static uint64_t now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void pdu_free(struct pdu *p)
+{
+        free(p->data);
+        p->data = NULL;
+        p->dlen = 0;
+}
+
+static int tcp_connect(const struct ctx *c)
+{
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(c->port)};
+        struct timeval tv = {.tv_sec = IO_TIMEOUT_MS / 1000};
+        int one = 1;
+        int fd;
+
+        if (inet_pton(AF_INET, c->host, &sa.sin_addr) != 1)
+                return -EINVAL;
+        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+                int err = -errno;
+                close(fd);
+                return err;
+        }
+        return fd;
+}
+
+static void conn_init(struct conn *cn)
+{
+        memset(cn, 0, sizeof(*cn));
+        cn->fd = -1;
+        cn->isid[0] = 0x80; /* random ISID format */
+        for (int i = 1; i < 6; i++)
+                cn->isid[i] = (uint8_t)(rand() & 0xff);
+        cn->itt = (uint32_t)rand() & 0xffff;
+        cn->cmdsn = 1;
+        cn->target_max_recv_dsl = 8192;
+}
+
+static void conn_close(struct conn *cn)
+{
+        if (cn->fd >= 0)
+                close(cn->fd);
+        cn->fd = -1;
+}
+
+/* Close with a TCP RST rather than a FIN. */
+static void conn_abort(struct conn *cn)
+{
+        struct linger lg = {.l_onoff = 1, .l_linger = 0};
+        if (cn->fd >= 0)
+                setsockopt(cn->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+        conn_close(cn);
+}
+
+static int send_all(int fd, const void *buf, size_t len)
+{
+        const uint8_t *p = buf;
+        while (len > 0) {
+                ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                p += n;
+                len -= (size_t)n;
+        }
+        return 0;
+}
+
+/* Read exactly len bytes; -ECONNRESET when the peer closed, -ETIMEDOUT on silence. */
+static int recv_all(int fd, void *buf, size_t len)
+{
+        uint8_t *p = buf;
+        while (len > 0) {
+                ssize_t n = recv(fd, p, len, 0);
+                if (n == 0)
+                        return -ECONNRESET;
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN || errno == EWOULDBLOCK)
+                                return -ETIMEDOUT;
+                        return errno == EPIPE ? -ECONNRESET : -errno;
+                }
+                p += n;
+                len -= (size_t)n;
+        }
+        return 0;
+}
+
+/*
+ * Send one PDU: BHS (+AHS) (+header digest) + data + pad (+data digest).
+ * bad_header_digest sends a digest that does not match.
+ */
+static int pdu_send_raw(struct conn *cn, uint8_t *bhs, const uint8_t *ahs, uint32_t ahs_len,
+                        const void *data, uint32_t dlen, bool bad_header_digest)
+{
+        static const uint8_t zeros[4];
+        uint8_t digest[4];
+        int rc;
+
+        bhs[4] = (uint8_t)(ahs_len / 4);
+        iscsi_bhs_set_dsl(bhs, dlen);
+        uint8_t *hdr = malloc(ISCSI_BHS_LEN + ahs_len);
+        if (hdr == NULL)
+                return -ENOMEM;
+        memcpy(hdr, bhs, ISCSI_BHS_LEN);
+        if (ahs_len)
+                memcpy(hdr + ISCSI_BHS_LEN, ahs, ahs_len);
+        rc = send_all(cn->fd, hdr, ISCSI_BHS_LEN + ahs_len);
+        if (rc == 0 && cn->header_digest) {
+                uint32_t crc = crc32c(hdr, ISCSI_BHS_LEN + ahs_len);
+                put_le32(digest, bad_header_digest ? crc ^ 0x5a5a5a5a : crc);
+                rc = send_all(cn->fd, digest, 4);
+        }
+        free(hdr);
+        if (rc == 0 && dlen > 0) {
+                rc = send_all(cn->fd, data, dlen);
+                if (rc == 0 && iscsi_pad4(dlen))
+                        rc = send_all(cn->fd, zeros, iscsi_pad4(dlen));
+                if (rc == 0 && cn->data_digest) {
+                        uint8_t *padded = calloc(1, dlen + 4);
+                        if (padded == NULL)
+                                return -ENOMEM;
+                        memcpy(padded, data, dlen);
+                        put_le32(digest, crc32c(padded, dlen + iscsi_pad4(dlen)));
+                        free(padded);
+                        rc = send_all(cn->fd, digest, 4);
+                }
+        }
+        return rc;
+}
+
+static int pdu_send(struct conn *cn, uint8_t *bhs, const void *data, uint32_t dlen)
+{
+        return pdu_send_raw(cn, bhs, NULL, 0, data, dlen, false);
+}
+
+/* Receive one PDU (any opcode). Checks the header digest when negotiated. */
+static int pdu_recv_any(struct conn *cn, struct pdu *out)
+{
+        uint8_t ahs[ISCSI_MAX_AHS_LEN], digest[4];
+        int rc;
+
+        memset(out, 0, sizeof(*out));
+        rc = recv_all(cn->fd, out->bhs, ISCSI_BHS_LEN);
+        if (rc != 0)
+                return rc;
+        uint32_t ahs_len = iscsi_bhs_ahs_len(out->bhs);
+        if (ahs_len && (rc = recv_all(cn->fd, ahs, ahs_len)) != 0)
+                return rc;
+        if (cn->header_digest) {
+                if ((rc = recv_all(cn->fd, digest, 4)) != 0)
+                        return rc;
+                uint8_t hdr[ISCSI_BHS_LEN + ISCSI_MAX_AHS_LEN];
+                memcpy(hdr, out->bhs, ISCSI_BHS_LEN);
+                memcpy(hdr + ISCSI_BHS_LEN, ahs, ahs_len);
+                uint8_t want[4];
+                put_le32(want, crc32c(hdr, ISCSI_BHS_LEN + ahs_len));
+                if (memcmp(want, digest, 4) != 0)
+                        return -EBADMSG;
+        }
+        out->dlen = iscsi_bhs_dsl(out->bhs);
+        if (out->dlen > MAX_PDU_DATA)
+                return -EMSGSIZE;
+        uint32_t total = out->dlen + iscsi_pad4(out->dlen) + (cn->data_digest && out->dlen ? 4 : 0);
+        if (total) {
+                out->data = malloc(total + 1);
+                if (out->data == NULL)
+                        return -ENOMEM;
+                if ((rc = recv_all(cn->fd, out->data, total)) != 0) {
+                        pdu_free(out);
+                        return rc;
+                }
+                out->data[out->dlen] = 0;
+        }
+        return 0;
+}
+
+static void note_statsn(struct conn *cn, const struct pdu *p)
+{
+        uint8_t op = iscsi_bhs_opcode(p->bhs);
+        /* StatSN is meaningful in responses that carry status. */
+        if (op == ISCSI_OP_SCSI_RSP || op == ISCSI_OP_NOP_IN || op == ISCSI_OP_LOGOUT_RSP ||
+            op == ISCSI_OP_TEXT_RSP || op == ISCSI_OP_REJECT || op == ISCSI_OP_TMF_RSP ||
+            (op == ISCSI_OP_DATA_IN && (p->bhs[1] & 0x01)))
+                cn->exp_statsn = iscsi_get32(p->bhs + 24) + 1;
+}
+
+/* Answer a target NOP-In ping (TTT != 0xffffffff), so long waits do not look dead. */
+static void answer_ping(struct conn *cn, const struct pdu *p)
+{
+        uint8_t bhs[ISCSI_BHS_LEN] = {0};
+        bhs[0] = 0x40 | ISCSI_OP_NOP_OUT;
+        bhs[1] = 0x80;
+        memcpy(bhs + 8, p->bhs + 8, 8);
+        iscsi_put32(bhs + 16, 0xffffffffu);
+        memcpy(bhs + 20, p->bhs + 20, 4);
+        iscsi_put32(bhs + 24, cn->cmdsn);
+        iscsi_put32(bhs + 28, cn->exp_statsn);
+        pdu_send(cn, bhs, NULL, 0);
+}
+
+/*
+ * Receive the next PDU the test cares about: skips target pings (answering them) and async
+ * messages. Returns 0, -ECONNRESET, -ETIMEDOUT or another negative errno.
+ */
+static int pdu_recv(struct conn *cn, struct pdu *out)
+{
+        uint64_t deadline = now_ms() + IO_TIMEOUT_MS;
+        for (;;) {
+                int rc = pdu_recv_any(cn, out);
+                if (rc != 0)
+                        return rc;
+                note_statsn(cn, out);
+                uint8_t op = iscsi_bhs_opcode(out->bhs);
+                if (op == ISCSI_OP_NOP_IN && iscsi_get32(out->bhs + 20) != 0xffffffffu) {
+                        answer_ping(cn, out);
+                } else if (op != ISCSI_OP_ASYNC) {
+                        return 0;
+                }
+                pdu_free(out);
+                if (now_ms() > deadline)
+                        return -ETIMEDOUT;
+        }
+}
+
+/* Wait until the target closes the connection (true) or stays silent/keeps it (false). */
+static bool wait_closed(struct conn *cn, unsigned timeout_ms, char *seen, size_t seenlen)
+{
+        uint64_t deadline = now_ms() + timeout_ms;
+        seen[0] = 0;
+        while (now_ms() < deadline) {
+                struct pdu p;
+                int rc = pdu_recv_any(cn, &p);
+                if (rc == -ECONNRESET || rc == -EPIPE || rc == -EBADMSG)
+                        return true;
+                if (rc == -ETIMEDOUT)
+                        return false;
+                if (rc != 0)
+                        return true;
+                snprintf(seen, seenlen, "pdu 0x%02x", iscsi_bhs_opcode(p.bhs));
+                pdu_free(&p);
+        }
+        return false;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Login */
+
+struct text {
+        char buf[70000];
+        uint32_t len;
+};
+
+static void text_add(struct text *t, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(t->buf + t->len, sizeof(t->buf) - t->len, fmt, ap);
+        va_end(ap);
+        if (n > 0 && t->len + (uint32_t)n + 1 < sizeof(t->buf))
+                t->len += (uint32_t)n + 1; /* keep the NUL separator */
+}
+
+/* Value of key in a login/text data segment, or NULL. */
+static const char *text_get(const struct pdu *p, const char *key)
+{
+        size_t klen = strlen(key);
+        uint32_t off = 0;
+        while (off < p->dlen) {
+                const char *kv = (const char *)p->data + off;
+                size_t len = strnlen(kv, p->dlen - off);
+                if (len > klen && strncmp(kv, key, klen) == 0 && kv[klen] == '=')
+                        return kv + klen + 1;
+                off += (uint32_t)len + 1;
+        }
+        return NULL;
+}
+
+static int login_send(struct conn *cn, int csg, int nsg, bool transit, const struct text *t)
+{
+        uint8_t bhs[ISCSI_BHS_LEN] = {0};
+        bhs[0] = 0x40 | ISCSI_OP_LOGIN_REQ;
+        bhs[1] = (uint8_t)((transit ? 0x80 : 0) | (csg << 2) | (transit ? nsg : 0));
+        memcpy(bhs + 8, cn->isid, 6);
+        iscsi_put16(bhs + 14, cn->tsih);
+        iscsi_put32(bhs + 16, cn->itt);
+        iscsi_put32(bhs + 24, cn->cmdsn);
+        iscsi_put32(bhs + 28, cn->exp_statsn);
+        return pdu_send(cn, bhs, t ? t->buf : NULL, t ? t->len : 0);
+}
+
+struct login_result {
+        int rc; /* transport error, or 0 */
+        uint8_t status_class;
+        uint8_t status_detail;
+        bool transit;
+        int nsg;
+        struct pdu rsp;
+};
+
+static void login_recv(struct conn *cn, struct login_result *lr)
+{
+        memset(lr, 0, sizeof(*lr));
+        lr->rc = pdu_recv(cn, &lr->rsp);
+        if (lr->rc != 0)
+                return;
+        if (iscsi_bhs_opcode(lr->rsp.bhs) != ISCSI_OP_LOGIN_RSP) {
+                lr->rc = -EPROTO;
+                return;
+        }
+        lr->status_class = lr->rsp.bhs[36];
+        lr->status_detail = lr->rsp.bhs[37];
+        lr->transit = (lr->rsp.bhs[1] & 0x80) != 0;
+        lr->nsg = lr->rsp.bhs[1] & 0x03;
+        cn->tsih = iscsi_get16(lr->rsp.bhs + 14);
+        cn->exp_statsn = iscsi_get32(lr->rsp.bhs + 24) + 1;
+        if (lr->status_class == 0)
+                cn->cmdsn = iscsi_get32(lr->rsp.bhs + 28);
+}
+
+static void apply_operational(struct conn *cn, const struct pdu *rsp)
+{
+        const char *v;
+        if ((v = text_get(rsp, "MaxRecvDataSegmentLength")))
+                cn->target_max_recv_dsl = (uint32_t)strtoul(v, NULL, 10);
+        if ((v = text_get(rsp, "HeaderDigest"))) {
+                cn->header_digest = strcmp(v, "CRC32C") == 0;
+                snprintf(cn->header_digest_answer, sizeof(cn->header_digest_answer), "%s", v);
+        }
+        if ((v = text_get(rsp, "DataDigest")))
+                cn->data_digest = strcmp(v, "CRC32C") == 0;
+        if ((v = text_get(rsp, "ImmediateData")))
+                cn->immediate_data = strcmp(v, "Yes") == 0;
+        if ((v = text_get(rsp, "InitialR2T")))
+                cn->initial_r2t = strcmp(v, "Yes") == 0;
+        if ((v = text_get(rsp, "FirstBurstLength")))
+                cn->first_burst = (uint32_t)strtoul(v, NULL, 10);
+        if ((v = text_get(rsp, "MaxBurstLength")))
+                cn->max_burst = (uint32_t)strtoul(v, NULL, 10);
+}
+
+struct login_opts {
+        const char *target; /* NULL: discovery session */
+        bool header_digest;
+        const char *extra_security_key; /* appended to the first PDU */
+        const char *extra_operational_key;
+        bool duplicate_operational_key;
+};
+
+static void operational_keys(struct text *t, const struct login_opts *o)
+{
+        text_add(t, "HeaderDigest=%s", o->header_digest ? "CRC32C" : "None");
+        text_add(t, "DataDigest=None");
+        text_add(t, "MaxRecvDataSegmentLength=%u", OUR_MAX_RECV_DSL);
+        if (o->target) {
+                text_add(t, "InitialR2T=Yes");
+                text_add(t, "ImmediateData=Yes");
+                text_add(t, "MaxBurstLength=262144");
+                text_add(t, "FirstBurstLength=65536");
+                text_add(t, "MaxOutstandingR2T=1");
+                text_add(t, "DataPDUInOrder=Yes");
+                text_add(t, "DataSequenceInOrder=Yes");
+                text_add(t, "MaxConnections=1");
+        }
+        text_add(t, "DefaultTime2Wait=0");
+        text_add(t, "DefaultTime2Retain=0");
+        text_add(t, "ErrorRecoveryLevel=0");
+        if (o->extra_operational_key)
+                text_add(t, "%s", o->extra_operational_key);
+        if (o->duplicate_operational_key)
+                text_add(t, "DefaultTime2Wait=0");
+}
+
+/*
+ * Full login: security stage with AuthMethod=None, operational stage, full feature phase.
+ * On failure returns the last login result (status or transport error) in *lr.
+ */
+static int login(const struct ctx *c, struct conn *cn, const struct login_opts *o,
+                 struct login_result *lr)
+{
+        struct text t = {.len = 0};
+        int fd = tcp_connect(c);
+
+        memset(lr, 0, sizeof(*lr));
+        if (fd < 0) {
+                lr->rc = fd;
+                return fd;
+        }
+        conn_init(cn);
+        cn->fd = fd;
+        text_add(&t, "InitiatorName=%s", c->initiator);
+        if (o->target) {
+                text_add(&t, "SessionType=Normal");
+                text_add(&t, "TargetName=%s", o->target);
+        } else {
+                text_add(&t, "SessionType=Discovery");
+        }
+        text_add(&t, "AuthMethod=None");
+        if (o->extra_security_key)
+                text_add(&t, "%s", o->extra_security_key);
+        if (login_send(cn, 0, 1, true, &t) != 0) {
+                lr->rc = -EIO;
+                return -EIO;
+        }
+        login_recv(cn, lr);
+        if (lr->rc != 0 || lr->status_class != 0)
+                return -EACCES;
+        /* Operational stage (unless the target already moved us to full feature phase). */
+        for (int round = 0; !(lr->transit && lr->nsg == 3); round++) {
+                if (round >= 4) {
+                        lr->rc = -EPROTO;
+                        return -EPROTO;
+                }
+                t.len = 0;
+                if (round == 0)
+                        operational_keys(&t, o);
+                pdu_free(&lr->rsp);
+                if (login_send(cn, 1, 3, true, &t) != 0) {
+                        lr->rc = -EIO;
+                        return -EIO;
+                }
+                login_recv(cn, lr);
+                if (lr->rc != 0 || lr->status_class != 0)
+                        return -EACCES;
+                apply_operational(cn, &lr->rsp);
+        }
+        /* Keep the last response for callers that inspect it. */
+        return 0;
+}
+
+static int logout(struct conn *cn)
+{
+        uint8_t bhs[ISCSI_BHS_LEN] = {0};
+        struct pdu p;
+        int rc;
+
+        bhs[0] = 0x40 | ISCSI_OP_LOGOUT_REQ;
+        bhs[1] = 0x80; /* close the session */
+        iscsi_put32(bhs + 16, ++cn->itt);
+        iscsi_put32(bhs + 24, cn->cmdsn);
+        iscsi_put32(bhs + 28, cn->exp_statsn);
+        rc = pdu_send(cn, bhs, NULL, 0);
+        if (rc == 0)
+                rc = pdu_recv(cn, &p);
+        if (rc == 0) {
+                if (iscsi_bhs_opcode(p.bhs) != ISCSI_OP_LOGOUT_RSP || p.bhs[2] != 0)
+                        rc = -EPROTO;
+                pdu_free(&p);
+        }
+        conn_close(cn);
+        return rc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* SCSI commands */
+
+struct scsi_result {
+        int rc; /* transport: 0, -ECONNRESET, -ETIMEDOUT, or -EPROTO on a Reject */
+        uint8_t status;
+        uint8_t key, asc, ascq;
+        uint8_t reject_reason;
+        uint8_t data[256];
+        uint32_t data_len;
+};
+
+static void parse_sense(const uint8_t *s, uint32_t len, struct scsi_result *r)
+{
+        if (len < 3)
+                return;
+        if ((s[0] & 0x7f) == 0x72 || (s[0] & 0x7f) == 0x73) {
+                r->key = s[1] & 0x0f;
+                r->asc = len > 2 ? s[2] : 0;
+                r->ascq = len > 3 ? s[3] : 0;
+        } else {
+                r->key = s[2] & 0x0f;
+                r->asc = len > 12 ? s[12] : 0;
+                r->ascq = len > 13 ? s[13] : 0;
+        }
+}
+
+static void build_scsi_cmd(struct conn *cn, const struct ctx *c, uint8_t *bhs, const uint8_t *cdb,
+                           size_t cdblen, bool read, bool write, uint32_t edtl)
+{
+        memset(bhs, 0, ISCSI_BHS_LEN);
+        bhs[0] = ISCSI_OP_SCSI_CMD;
+        bhs[1] = (uint8_t)(0x80 | (read ? 0x40 : 0) | (write ? 0x20 : 0) | 0x01);
+        lun_encode(bhs + 8, c->lun);
+        iscsi_put32(bhs + 16, ++cn->itt);
+        iscsi_put32(bhs + 20, edtl);
+        iscsi_put32(bhs + 24, cn->cmdsn++);
+        iscsi_put32(bhs + 28, cn->exp_statsn);
+        memcpy(bhs + 32, cdb, cdblen < 16 ? cdblen : 16);
+}
+
+/* Collect the outcome of the command with this ITT: Data-In, SCSI Response or Reject. */
+static void scsi_wait(struct conn *cn, uint32_t itt, struct scsi_result *r)
+{
+        for (;;) {
+                struct pdu p;
+                r->rc = pdu_recv(cn, &p);
+                if (r->rc != 0)
+                        return;
+                uint8_t op = iscsi_bhs_opcode(p.bhs);
+                if (op == ISCSI_OP_REJECT) {
+                        r->reject_reason = p.bhs[2];
+                        r->rc = -EPROTO;
+                        pdu_free(&p);
+                        return;
+                }
+                if (iscsi_bhs_itt(p.bhs) != itt) {
+                        pdu_free(&p);
+                        continue;
+                }
+                if (op == ISCSI_OP_DATA_IN) {
+                        uint32_t off = iscsi_get32(p.bhs + 40);
+                        for (uint32_t i = 0; i < p.dlen && off + i < sizeof(r->data); i++)
+                                r->data[off + i] = p.data[i];
+                        if (off + p.dlen > r->data_len)
+                                r->data_len = off + p.dlen;
+                        bool has_status = (p.bhs[1] & 0x01) != 0;
+                        r->status = p.bhs[3];
+                        pdu_free(&p);
+                        if (has_status)
+                                return;
+                        continue;
+                }
+                if (op == ISCSI_OP_SCSI_RSP) {
+                        r->status = p.bhs[3];
+                        if (p.dlen >= 2) {
+                                uint32_t slen = iscsi_get16(p.data);
+                                if (slen > p.dlen - 2)
+                                        slen = p.dlen - 2;
+                                parse_sense(p.data + 2, slen, r);
+                        }
+                        pdu_free(&p);
+                        return;
+                }
+                pdu_free(&p);
+        }
+}
+
+static void scsi_exec(struct conn *cn, const struct ctx *c, const uint8_t *cdb, size_t cdblen,
+                      uint32_t read_len, struct scsi_result *r)
+{
+        uint8_t bhs[ISCSI_BHS_LEN];
+        memset(r, 0, sizeof(*r));
+        build_scsi_cmd(cn, c, bhs, cdb, cdblen, read_len > 0, false, read_len);
+        r->rc = pdu_send(cn, bhs, NULL, 0);
+        if (r->rc == 0)
+                scsi_wait(cn, iscsi_bhs_itt(bhs), r);
+}
+
+static const uint8_t cdb_tur[6] = {0x00};
+
+/* TEST UNIT READY until GOOD, letting a pending unit attention go by. */
+static int tur_ok(struct conn *cn, const struct ctx *c, char *why, size_t whylen)
+{
+        struct scsi_result r;
+        for (int i = 0; i < 4; i++) {
+                scsi_exec(cn, c, cdb_tur, sizeof(cdb_tur), 0, &r);
+                if (r.rc != 0) {
+                        snprintf(why, whylen, "TEST UNIT READY: %s", strerror(-r.rc));
+                        return -EIO;
+                }
+                if (r.status == 0)
+                        return 0;
+                if (!(r.status == 2 && r.key == 6)) {
+                        snprintf(why, whylen, "TEST UNIT READY: status 0x%02x sense %x/%02x/%02x",
+                                 r.status, r.key, r.asc, r.ascq);
+                        return -EIO;
+                }
+        }
+        snprintf(why, whylen, "TEST UNIT READY: unit attention does not clear");
+        return -EIO;
+}
+
+/* NOP-Out ping on a session: true when the matching NOP-In comes back. */
+static bool nop_ok(struct conn *cn)
+{
+        uint8_t bhs[ISCSI_BHS_LEN] = {0};
+        struct pdu p;
+        bhs[0] = 0x40 | ISCSI_OP_NOP_OUT;
+        bhs[1] = 0x80;
+        iscsi_put32(bhs + 16, ++cn->itt);
+        iscsi_put32(bhs + 20, 0xffffffffu);
+        iscsi_put32(bhs + 24, cn->cmdsn);
+        iscsi_put32(bhs + 28, cn->exp_statsn);
+        if (pdu_send(cn, bhs, NULL, 0) != 0)
+                return false;
+        for (;;) {
+                if (pdu_recv(cn, &p) != 0)
+                        return false;
+                bool match = iscsi_bhs_opcode(p.bhs) == ISCSI_OP_NOP_IN &&
+                             iscsi_bhs_itt(p.bhs) == iscsi_get32(bhs + 16);
+                pdu_free(&p);
+                if (match)
+                        return true;
+        }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Cases. Each returns 1 pass, 0 fail, -1 skip, writing what it saw into detail. */
+
+#define DETAIL(...) snprintf(detail, DETAIL_LEN, __VA_ARGS__)
+
+static int tur_ok(struct conn *cn, const struct ctx *c, char *why, size_t whylen);
+
+/*
+ * A logged-in session whose unit attentions (e.g. POWER ON for a new I_T nexus) are already
+ * consumed, so that a case's command gets the target's answer to that command.
+ */
+static int session(const struct ctx *c, struct conn *cn, bool hd, char *detail)
+{
+        struct login_opts o = {.target = c->target, .header_digest = hd};
+        struct login_result lr;
+        if (login(c, cn, &o, &lr) != 0) {
+                DETAIL("login failed: rc=%d status=%u/%u", lr.rc, lr.status_class,
+                       lr.status_detail);
+                pdu_free(&lr.rsp);
+                conn_close(cn);
+                return -1;
+        }
+        pdu_free(&lr.rsp);
+        if (tur_ok(cn, c, detail, DETAIL_LEN) != 0) {
+                conn_close(cn);
+                return -1;
+        }
+        return 0;
+}
+
+/* A PDU with a reserved initiator opcode. */
+static int case_unknown_opcode(struct ctx *c, char *detail)
+{
+        struct conn cn;
+        uint8_t bhs[ISCSI_BHS_LEN] = {0};
+        struct pdu p;
+        if (session(c, &cn, false, detail) != 0)
+                return 0;
+        bhs[0] = 0x0f; /* reserved: not an initiator opcode */
+        bhs[1] = 0x80;
+        iscsi_put32(bhs + 16, ++cn.itt);
+        iscsi_put32(bhs + 24, cn.cmdsn);
+        iscsi_put32(bhs + 28, cn.exp_statsn);
+        pdu_send(&cn, bhs, NULL, 0);
+        int rc = pdu_recv(&cn, &p);
+        int res;
+        if (rc == -ECONNRESET) {
+                DETAIL("connection closed");
+                res = 1;
+        } else if (rc != 0) {
+                DETAIL("no reaction: %s", strerror(-rc));
+                res = 0;
+        } else if (iscsi_bhs_opcode(p.bhs) == ISCSI_OP_REJECT &&
+                   (p.bhs[2] == ISCSI_REJECT_PROTOCOL_ERROR ||
+                    p.bhs[2] == ISCSI_REJECT_CMD_NOT_SUPPORTED)) {
+                DETAIL("reject reason 0x%02x", p.bhs[2]);
+                res = 1;
+        } else {
+                DETAIL("unexpected pdu 0x%02x reason 0x%02x", iscsi_bhs_opcode(p.bhs), p.bhs[2]);
+                res = 0;
+        }
+        if (rc == 0)
+                pdu_free(&p);
+        conn_close(&cn);
+        return res;
+}
+
+/* NOP-Out whose data segment exceeds the MaxRecvDataSegmentLength the target declared. */
+static int case_dsl_too_big(struct ctx *c, char *detail)
+{
+        struct conn cn;
+        uint8_t bhs[ISCSI_BHS_LEN] = {0};
+        char seen[64];
+        if (session(c, &cn, false, detail) != 0)
+                return 0;
+        uint32_t len = cn.target_max_recv_dsl + 4096;
+        uint8_t *data = calloc(1, len);
+        if (data == NULL)
+                return 0;
+        bhs[0] = 0x40 | ISCSI_OP_NOP_OUT;
+        bhs[1] = 0x80;
+        iscsi_put32(bhs + 16, ++cn.itt);
+        iscsi_put32(bhs + 20, 0xffffffffu);
+        iscsi_put32(bhs + 24, cn.cmdsn);
+        iscsi_put32(bhs + 28, cn.exp_statsn);
+        pdu_send(&cn, bhs, data, len);
+        free(data);
+        struct pdu p;
+        int rc = pdu_recv(&cn, &p);
+        int res;
+        if (rc == -ECONNRESET) {
+                DETAIL("connection closed (dsl %u > target max %u)", len, cn.target_max_recv_dsl);
+                res = 1;
+        } else if (rc == 0 && iscsi_bhs_opcode(p.bhs) == ISCSI_OP_REJECT) {
+                DETAIL("reject reason 0x%02x%s", p.bhs[2],
+                       wait_closed(&cn, 2000, seen, sizeof(seen)) ? ", then closed" : "");
+                res = 1;
+        } else if (rc == 0) {
+                DETAIL("accepted: pdu 0x%02x (dsl %u > target max %u)", iscsi_bhs_opcode(p.bhs),
+                       len, cn.target_max_recv_dsl);
+                res = 0;
+        } else {
+                DETAIL("no reaction: %s", strerror(-rc));
+                res = 0;
+        }
+        if (rc == 0)
+                pdu_free(&p);
+        conn_close(&cn);
+        return res;
+}
+
+/* TEST UNIT READY with TotalAHSLength != 0 and an AHS of garbage. */
+static int case_ahs_garbage(struct ctx *c, char *detail)
+{
+        struct conn cn;
+        uint8_t bhs[ISCSI_BHS_LEN];
+        uint8_t ahs[8] = {0x77, 0x77, 0xfe, 0xde, 0xad, 0xbe, 0xef, 0x01};
+        struct scsi_result r = {0};
+        if (session(c, &cn, false, detail) != 0)
+                return 0;
+        build_scsi_cmd(&cn, c, bhs, cdb_tur, sizeof(cdb_tur), false, false, 0);
+        pdu_send_raw(&cn, bhs, ahs, sizeof(ahs), NULL, 0, false);
+        scsi_wait(&cn, iscsi_bhs_itt(bhs), &r);
+        int res;
+        if (r.rc == -ECONNRESET) {
+                DETAIL("connection closed");
+                res = 1;
+        } else if (r.rc == -EPROTO) {
+                DETAIL("reject reason 0x%02x", r.reject_reason);
+                res = 1;
+        } else if (r.rc == 0) {
+                /* The target skipped the AHS; framing must be intact. */
+                bool alive = nop_ok(&cn);
+                DETAIL("answered status 0x%02x, framing %s", r.status, alive ? "intact" : "lost");
+                res = alive;
+        } else {
+                DETAIL("no reaction: %s", strerror(-r.rc));
+                res = 0;
+        }
+        conn_close(&cn);
+        return res;
+}
+
+/* With HeaderDigest=CRC32C: one good PDU must work, one with a bad digest must close. */
+static int case_header_digest(struct ctx *c, char *detail)
+{
+        struct conn cn;
+        uint8_t bhs[ISCSI_BHS_LEN] = {0};
+        char seen[64];
+        if (session(c, &cn, true, detail) != 0)
+                return 0;
+        if (!cn.header_digest) {
+                DETAIL("target did not agree to HeaderDigest=CRC32C (answered %s)",
+                       cn.header_digest_answer);
+                conn_close(&cn);
+                return 0;
+        }
+        if (!nop_ok(&cn)) {
+                DETAIL("NOP-Out with a correct digest got no answer");
+                conn_close(&cn);
+                return 0;
+        }
+        bhs[0] = 0x40 | ISCSI_OP_NOP_OUT;
+        bhs[1] = 0x80;
+        iscsi_put32(bhs + 16, ++cn.itt);
+        iscsi_put32(bhs + 20, 0xffffffffu);
+        iscsi_put32(bhs + 24, cn.cmdsn);
+        iscsi_put32(bhs + 28, cn.exp_statsn);
+        pdu_send_raw(&cn, bhs, NULL, 0, NULL, 0, true);
+        bool closed = wait_closed(&cn, IO_TIMEOUT_MS, seen, sizeof(seen));
+        DETAIL("%s%s%s", closed ? "connection closed" : "connection kept open",
+               seen[0] ? " after " : "", seen);
+        conn_close(&cn);
+        return closed;
+}
+
+/* Data-Out for a task that does not exist. */
+static int case_dataout_unknown_itt(struct ctx *c, char *detail)
+{
+        struct conn cn;
+        uint8_t bhs[ISCSI_BHS_LEN] = {0}, data[512] = {0};
+        struct pdu p;
+        if (session(c, &cn, false, detail) != 0)
+                return 0;
+        bhs[0] = ISCSI_OP_DATA_OUT;
+        bhs[1] = 0x80;
+        lun_encode(bhs + 8, c->lun);
+        iscsi_put32(bhs + 16, 0x7eadbeef);
+        iscsi_put32(bhs + 20, 0xffffffffu);
+        iscsi_put32(bhs + 28, cn.exp_statsn);
+        pdu_send(&cn, bhs, data, sizeof(data));
+        /* A Reject, a silent discard (the session goes on) or a close are all acceptable. */
+        uint8_t nop[ISCSI_BHS_LEN] = {0};
+        nop[0] = 0x40 | ISCSI_OP_NOP_OUT;
+        nop[1] = 0x80;
+        iscsi_put32(nop + 16, ++cn.itt);
+        iscsi_put32(nop + 20, 0xffffffffu);
+        iscsi_put32(nop + 24, cn.cmdsn);
+        iscsi_put32(nop + 28, cn.exp_statsn);
+        pdu_send(&cn, nop, NULL, 0);
+        int res = 0, rc;
+        bool rejected = false;
+        while ((rc = pdu_recv(&cn, &p)) == 0) {
+                uint8_t op = iscsi_bhs_opcode(p.bhs);
+                if (op == ISCSI_OP_REJECT)
+                        rejected = true;
+                bool nop_back = op == ISCSI_OP_NOP_IN && iscsi_bhs_itt(p.bhs) == cn.itt;
+                pdu_free(&p);
+                if (nop_back) {
+                        DETAIL("%s, session still works", rejected ? "rejected" : "discarded");
+                        res = 1;
+                        break;
+                }
+        }
+        if (rc == -ECONNRESET) {
+                DETAIL("%sconnection closed", rejected ? "rejected, then " : "");
+                res = 1;
+        } else if (rc != 0) {
+                DETAIL("no answer to the following NOP-Out: %s", strerror(-rc));
+        }
+        conn_close(&cn);
+        return res;
+}
+
+static int expect_sense(const struct scsi_result *r, uint8_t key, uint8_t asc, uint8_t ascq,
+                        char *detail)
+{
+        if (r->rc != 0) {
+                DETAIL("transport error: %s (reject 0x%02x)", strerror(-r->rc), r->reject_reason);
+                return 0;
+        }
+        DETAIL("status 0x%02x sense %x/%02x/%02x (want 02 %x/%02x/%02x)", r->status, r->key, r->asc,
+               r->ascq, key, asc, ascq);
+        return r->status == 2 && r->key == key && r->asc == asc && r->ascq == ascq;
+}
+
+static int case_cdb_reserved_inquiry(struct ctx *c, char *detail)
+{
+        struct conn cn;
+        struct scsi_result r;
+        /* INQUIRY, byte 1 bit 2 is reserved (only EVPD, bit 0, is defined). */
+        const uint8_t cdb[6] = {0x12, 0x04, 0x00, 0x00, 36, 0x00};
+        if (session(c, &cn, false, detail) != 0)
+                return 0;
+        scsi_exec(&cn, c, cdb, sizeof(cdb), 36, &r);
+        conn_close(&cn);
+        return expect_sense(&r, 0x5, 0x24, 0x00, detail);
+}
+
+static int case_cdb_reserved_tur(struct ctx *c, char *detail)
+{
+        struct conn cn;
+        struct scsi_result r;
+        /* TEST UNIT READY: bytes 1-4 are reserved. */
+        const uint8_t cdb[6] = {0x00, 0x00, 0x00, 0x00, 0x5a, 0x00};
+        if (session(c, &cn, false, detail) != 0)
+                return 0;
+        scsi_exec(&cn, c, cdb, sizeof(cdb), 0, &r);
+        conn_close(&cn);
+        return expect_sense(&r, 0x5, 0x24, 0x00, detail);
+}
+
+static int read_capacity(struct conn *cn, struct ctx *c, char *detail)
+{
+        struct scsi_result r;
+        const uint8_t cdb[16] = {0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0};
+        scsi_exec(cn, c, cdb, sizeof(cdb), 32, &r);
+        if (r.rc != 0 || r.status != 0 || r.data_len < 12) {
+                DETAIL("READ CAPACITY(16) failed: rc=%d status=0x%02x", r.rc, r.status);
+                return -EIO;
+        }
+        c->num_blocks = iscsi_get64(r.data) + 1;
+        c->block_size = iscsi_get32(r.data + 8);
+        return 0;
+}
+
+static int case_read_beyond_end(struct ctx *c, char *detail)
+{
+        struct conn cn;
+        struct scsi_result r;
+        uint8_t cdb[16] = {0x88};
+        if (session(c, &cn, false, detail) != 0)
+                return 0;
+        if (read_capacity(&cn, c, detail) != 0) {
+                conn_close(&cn);
+                return 0;
+        }
+        iscsi_put64(cdb + 2, c->num_blocks);
+        iscsi_put32(cdb + 10, 1);
+        scsi_exec(&cn, c, cdb, sizeof(cdb), c->block_size, &r);
+        conn_close(&cn);
+        return expect_sense(&r, 0x5, 0x21, 0x00, detail);
+}
+
+/* First login PDU sent by hand; returns the login result of the first response. */
+static int raw_first_login(const struct ctx *c, struct conn *cn, int csg, int nsg,
+                           const struct text *t, struct login_result *lr)
+{
+        int fd = tcp_connect(c);
+        if (fd < 0) {
+                lr->rc = fd;
+                return fd;
+        }
+        conn_init(cn);
+        cn->fd = fd;
+        if (login_send(cn, csg, nsg, true, t) != 0) {
+                lr->rc = -EIO;
+                return -EIO;
+        }
+        login_recv(cn, lr);
+        return 0;
+}
+
+static int login_must_fail(struct login_result *lr, struct conn *cn, uint8_t want_class,
+                           int want_detail, char *detail)
+{
+        int res;
+        if (lr->rc == -ECONNRESET) {
+                DETAIL("connection closed without a login response");
+                res = want_detail < 0;
+        } else if (lr->rc != 0) {
+                DETAIL("no login response: %s", strerror(-lr->rc));
+                res = 0;
+        } else {
+                if (want_detail >= 0)
+                        DETAIL("login status %02x%02x (want %02x%02x)", lr->status_class,
+                               lr->status_detail, want_class, want_detail);
+                else
+                        DETAIL("login status %02x%02x (want class %02x)", lr->status_class,
+                               lr->status_detail, want_class);
+                res = lr->status_class == want_class &&
+                      (want_detail < 0 || lr->status_detail == want_detail);
+        }
+        pdu_free(&lr->rsp);
+        conn_close(cn);
+        return res;
+}
+
+static int case_login_duplicate_key(struct ctx *c, char *detail)
+{
+        struct conn cn;
+        struct login_opts o = {.target = c->target, .duplicate_operational_key = true};
+        struct login_result lr;
+        if (login(c, &cn, &o, &lr) == 0) {
+                DETAIL("login succeeded with DefaultTime2Wait declared twice");
+                pdu_free(&lr.rsp);
+                conn_close(&cn);
+                return 0;
+        }
+        return login_must_fail(&lr, &cn, 2, -1, detail);
+}
+
+static int case_login_unknown_key(struct ctx *c, char *detail)
+{
+        struct conn cn;
+        struct login_opts o = {.target = c->target, .extra_operational_key = "TandemBogusKey=1"};
+        struct login_result lr;
+        if (login(c, &cn, &o, &lr) != 0) {
+                DETAIL("login failed: rc=%d status=%u/%u", lr.rc, lr.status_class,
+                       lr.status_detail);
+                pdu_free(&lr.rsp);
+                conn_close(&cn);
+                return 0;
+        }
+        /* The answer to our operational keys came in the last login response. */
+        const char *v = text_get(&lr.rsp, "TandemBogusKey");
+        int res = v != NULL && strcmp(v, "NotUnderstood") == 0;
+        DETAIL("TandemBogusKey=%s", v ? v : "(no answer)");
+        pdu_free(&lr.rsp);
+        if (res)
+                res = logout(&cn) == 0;
+        conn_close(&cn);
+        return res;
+}
+
+static int case_login_oversized_text(struct ctx *c, char *detail)
+{
+        struct conn cn;
+        struct login_result lr = {0};
+        static struct text t;
+        t.len = 0;
+        text_add(&t, "InitiatorName=%s", c->initiator);
+        text_add(&t, "SessionType=Normal");
+        text_add(&t, "TargetName=%s", c->target);
+        text_add(&t, "AuthMethod=None");
+        /* One login PDU of 64 KiB: far above the 8192 bytes allowed during login. */
+        char *big = malloc(65536);
+        if (big == NULL)
+                return 0;
+        memset(big, 'a', 65535);
+        big[65535] = 0;
+        memcpy(big, "X-io.tandem.pad=", 16);
+        memcpy(t.buf + t.len, big, 65536);
+        t.len += 65536;
+        free(big);
+        raw_first_login(c, &cn, 0, 1, &t, &lr);
+        return login_must_fail(&lr, &cn, 2, -1, detail);
+}
+
+static int case_login_wrong_stage(struct ctx *c, char *detail)
+{
+        struct conn cn;
+        struct login_result lr = {0};
+        struct text t = {.len = 0};
+        text_add(&t, "InitiatorName=%s", c->initiator);
+        text_add(&t, "SessionType=Normal");
+        text_add(&t, "TargetName=%s", c->target);
+        /* Transit from operational negotiation back to security negotiation: not allowed. */
+        raw_first_login(c, &cn, 1, 0, &t, &lr);
+        return login_must_fail(&lr, &cn, 2, -1, detail);
+}
+
+static int case_login_no_such_target(struct ctx *c, char *detail)
+{
+        struct conn cn;
+        struct login_result lr = {0};
+        struct text t = {.len = 0};
+        text_add(&t, "InitiatorName=%s", c->initiator);
+        text_add(&t, "SessionType=Normal");
+        text_add(&t, "TargetName=iqn.2026-11.io.tandem:no-such-target");
+        text_add(&t, "AuthMethod=None");
+        raw_first_login(c, &cn, 0, 1, &t, &lr);
+        return login_must_fail(&lr, &cn, 2, 3, detail);
+}
+
+/* CHAP with a wrong response: authentication failure 02/01. */
+static int case_chap_failure(struct ctx *c, char *detail)
+{
+        struct conn cn;
+        struct login_result lr = {0};
+        struct text t = {.len = 0};
+        if (c->chap_target == NULL || c->chap_user == NULL) {
+                DETAIL("no --chap-target/--chap-user given");
+                return -1;
+        }
+        text_add(&t, "InitiatorName=%s", c->initiator);
+        text_add(&t, "SessionType=Normal");
+        text_add(&t, "TargetName=%s", c->chap_target);
+        text_add(&t, "AuthMethod=CHAP");
+        if (raw_first_login(c, &cn, 0, 1, &t, &lr) != 0 || lr.rc != 0 || lr.status_class != 0)
+                return login_must_fail(&lr, &cn, 2, 1, detail);
+        /* The target picked CHAP and stays in the security stage; ask for MD5. */
+        const char *am = text_get(&lr.rsp, "AuthMethod");
+        if (am == NULL || strcmp(am, "CHAP") != 0) {
+                DETAIL("target answered AuthMethod=%s", am ? am : "(none)");
+                pdu_free(&lr.rsp);
+                conn_close(&cn);
+                return 0;
+        }
+        pdu_free(&lr.rsp);
+        t.len = 0;
+        text_add(&t, "CHAP_A=5");
+        login_send(&cn, 0, 1, false, &t);
+        login_recv(&cn, &lr);
+        if (lr.rc != 0 || lr.status_class != 0 || !text_get(&lr.rsp, "CHAP_C"))
+                return login_must_fail(&lr, &cn, 2, 1, detail);
+        pdu_free(&lr.rsp);
+        t.len = 0;
+        text_add(&t, "CHAP_N=%s", c->chap_user);
+        text_add(&t, "CHAP_R=0x00112233445566778899aabbccddeeff"); /* not the right answer */
+        login_send(&cn, 0, 1, true, &t);
+        login_recv(&cn, &lr);
+        return login_must_fail(&lr, &cn, 2, 1, detail);
+}
+
+static int block_size_known(struct ctx *c, char *detail)
+{
+        struct conn cn;
+        if (c->block_size)
+                return 0;
+        if (session(c, &cn, false, detail) != 0)
+                return -EIO;
+        int rc = read_capacity(&cn, c, detail);
+        conn_close(&cn);
+        return rc;
+}
+
+/* WRITE with half of its immediate data sent, then the connection closes (FIN). */
+static int case_drop_mid_command(struct ctx *c, char *detail)
+{
+        struct conn cn;
+        uint8_t bhs[ISCSI_BHS_LEN], cdb[10] = {0x2a};
+        if (block_size_known(c, detail) != 0 || session(c, &cn, false, detail) != 0)
+                return 0;
+        uint32_t blocks = 65536 / c->block_size;
+        iscsi_put32(cdb + 2, 1024);
+        iscsi_put16(cdb + 7, (uint16_t)blocks);
+        build_scsi_cmd(&cn, c, bhs, cdb, sizeof(cdb), false, true, blocks * c->block_size);
+        uint32_t imm = 0;
+        if (cn.immediate_data) {
+                imm = blocks * c->block_size;
+                if (imm > cn.first_burst && cn.first_burst)
+                        imm = cn.first_burst;
+                if (imm > cn.target_max_recv_dsl)
+                        imm = cn.target_max_recv_dsl;
+        }
+        bhs[4] = 0;
+        iscsi_bhs_set_dsl(bhs, imm);
+        send_all(cn.fd, bhs, ISCSI_BHS_LEN);
+        uint8_t *half = calloc(1, imm / 2 + 1);
+        if (half && imm)
+                send_all(cn.fd, half, imm / 2);
+        free(half);
+        conn_close(&cn);
+        DETAIL("sent WRITE header and %u of %u immediate bytes, closed", imm / 2, imm);
+        return 1; /* the health check that follows decides */
+}
+
+/* WRITE without immediate data; after the R2T, half of the data, then a TCP RST. */
+static int case_drop_mid_r2t(struct ctx *c, char *detail)
+{
+        struct conn cn;
+        uint8_t bhs[ISCSI_BHS_LEN], cdb[10] = {0x2a};
+        struct pdu p;
+        if (block_size_known(c, detail) != 0 || session(c, &cn, false, detail) != 0)
+                return 0;
+        uint32_t blocks = 131072 / c->block_size;
+        iscsi_put32(cdb + 2, 2048);
+        iscsi_put16(cdb + 7, (uint16_t)blocks);
+        build_scsi_cmd(&cn, c, bhs, cdb, sizeof(cdb), false, true, blocks * c->block_size);
+        pdu_send(&cn, bhs, NULL, 0);
+        int rc = pdu_recv(&cn, &p);
+        if (rc != 0 || iscsi_bhs_opcode(p.bhs) != ISCSI_OP_R2T) {
+                DETAIL("no R2T: rc=%d opcode 0x%02x", rc, rc == 0 ? iscsi_bhs_opcode(p.bhs) : 0);
+                if (rc == 0)
+                        pdu_free(&p);
+                conn_close(&cn);
+                return 0;
+        }
+        uint32_t ttt = iscsi_get32(p.bhs + 20), off = iscsi_get32(p.bhs + 40),
+                 want = iscsi_get32(p.bhs + 44);
+        pdu_free(&p);
+        uint32_t len = want / 2;
+        if (len > cn.target_max_recv_dsl)
+                len = cn.target_max_recv_dsl;
+        uint8_t *data = calloc(1, len ? len : 1);
+        uint8_t d[ISCSI_BHS_LEN] = {0};
+        d[0] = ISCSI_OP_DATA_OUT;
+        lun_encode(d + 8, c->lun);
+        memcpy(d + 16, bhs + 16, 4);
+        iscsi_put32(d + 20, ttt);
+        iscsi_put32(d + 28, cn.exp_statsn);
+        iscsi_put32(d + 40, off);
+        if (data)
+                pdu_send(&cn, d, data, len);
+        free(data);
+        conn_abort(&cn);
+        DETAIL("R2T for %u bytes at %u; sent %u, then reset", want, off, len);
+        return 1;
+}
+
+/* Many short sessions: connect, login, logout; then one TEST UNIT READY. */
+static int case_login_cycles(struct ctx *c, char *detail)
+{
+        const uint64_t limit_ms = 120000;
+        uint64_t start = now_ms();
+        unsigned done = 0, failed = 0;
+        struct login_opts o = {.target = c->target};
+        char why[128] = "";
+
+        for (unsigned i = 0; i < c->cycles && now_ms() - start < limit_ms; i++) {
+                struct conn cn;
+                struct login_result lr;
+                if (login(c, &cn, &o, &lr) != 0 || logout(&cn) != 0) {
+                        if (failed++ == 0)
+                                snprintf(why, sizeof(why), "cycle %u: rc=%d status=%u/%u", i, lr.rc,
+                                         lr.status_class, lr.status_detail);
+                }
+                pdu_free(&lr.rsp);
+                conn_close(&cn);
+                done++;
+        }
+        uint64_t ms = now_ms() - start;
+        struct conn cn;
+        char turwhy[128] = "";
+        bool tur = false;
+        if (session(c, &cn, false, detail) == 0) {
+                tur = tur_ok(&cn, c, turwhy, sizeof(turwhy)) == 0;
+                logout(&cn);
+        }
+        DETAIL("%u/%u cycles in %" PRIu64 " ms, %u failed%s%s; final TEST UNIT READY %s%s", done,
+               c->cycles, ms, failed, failed ? ": " : "", why, tur ? "good" : "failed ", turwhy);
+        return done == c->cycles && failed == 0 && tur;
+}
+
+struct test_case {
+        const char *name;
+        int (*fn)(struct ctx *c, char *detail);
+};
+
+static const struct test_case cases[] = {
+    {"unknown_opcode", case_unknown_opcode},
+    {"dsl_above_max_recv", case_dsl_too_big},
+    {"ahs_garbage", case_ahs_garbage},
+    {"header_digest_mismatch", case_header_digest},
+    {"dataout_unknown_itt", case_dataout_unknown_itt},
+    {"cdb_reserved_bits_inquiry", case_cdb_reserved_inquiry},
+    {"cdb_reserved_bits_tur", case_cdb_reserved_tur},
+    {"read_beyond_end", case_read_beyond_end},
+    {"login_duplicate_key", case_login_duplicate_key},
+    {"login_unknown_key", case_login_unknown_key},
+    {"login_oversized_text", case_login_oversized_text},
+    {"login_wrong_stage", case_login_wrong_stage},
+    {"login_no_such_target", case_login_no_such_target},
+    {"chap_failure", case_chap_failure},
+    {"drop_mid_command", case_drop_mid_command},
+    {"drop_mid_r2t", case_drop_mid_r2t},
+    {"login_cycles", case_login_cycles},
+};
+
+/* ------------------------------------------------------------------------------------------ */
+
+/* The target still serves: the long-lived session answers, and a fresh login works. */
+static int health_check(struct ctx *c, char *why, size_t whylen)
+{
+        struct conn fresh;
+        char detail[DETAIL_LEN];
+
+        if (!c->healthy_up) {
+                snprintf(why, whylen, "long-lived session is down");
+                return -EIO;
+        }
+        if (tur_ok(&c->healthy, c, why, whylen) != 0) {
+                c->healthy_up = false;
+                conn_close(&c->healthy);
+                size_t n = strlen(why);
+                snprintf(why + n, whylen - n, " (long-lived session)");
+                return -EIO;
+        }
+        if (session(c, &fresh, false, detail) != 0) {
+                snprintf(why, whylen, "fresh session: %.200s", detail);
+                return -EIO;
+        }
+        int rc = tur_ok(&fresh, c, why, whylen);
+        if (rc == 0 && logout(&fresh) != 0) {
+                snprintf(why, whylen, "fresh session: logout failed");
+                rc = -EIO;
+        }
+        conn_close(&fresh);
+        return rc;
+}
+
+static void print_detail(const char *s)
+{
+        for (; *s; s++)
+                putchar(*s == '\n' ? ' ' : *s);
+}
+
+static bool selected(const char *list, const char *name)
+{
+        if (list == NULL)
+                return true;
+        size_t n = strlen(name);
+        for (const char *p = list; (p = strstr(p, name)) != NULL; p += n)
+                if ((p == list || p[-1] == ',') && (p[n] == 0 || p[n] == ','))
+                        return true;
+        return false;
+}
+
+static void usage(FILE *f)
+{
+        fprintf(f,
+                "usage: tdm-badpdu --portal HOST:PORT --target IQN [--lun N] [--initiator IQN]\n"
+                "                  [--chap-target IQN --chap-user NAME] [--cases a,b] [--cycles N]"
+                " [--list]\n");
+}
+
+int main(int argc, char **argv)
+{
+        static const struct option longopts[] = {
+            {"portal", required_argument, NULL, 'p'},
+            {"target", required_argument, NULL, 't'},
+            {"lun", required_argument, NULL, 'l'},
+            {"initiator", required_argument, NULL, 'i'},
+            {"chap-target", required_argument, NULL, 'C'},
+            {"chap-user", required_argument, NULL, 'U'},
+            {"cases", required_argument, NULL, 'c'},
+            {"cycles", required_argument, NULL, 'n'},
+            {"list", no_argument, NULL, 'L'},
+            {"help", no_argument, NULL, 'h'},
+            {NULL, 0, NULL, 0},
+        };
+        struct ctx c = {.initiator = "iqn.2026-11.io.tandem:tdm-badpdu", .cycles = 1000};
+        const char *portal = NULL, *list = NULL;
+        int opt;
+
+        while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+                switch (opt) {
+                case 'p':
+                        portal = optarg;
+                        break;
+                case 't':
+                        c.target = optarg;
+                        break;
+                case 'l':
+                        c.lun = strtoull(optarg, NULL, 0);
+                        break;
+                case 'i':
+                        c.initiator = optarg;
+                        break;
+                case 'C':
+                        c.chap_target = optarg;
+                        break;
+                case 'U':
+                        c.chap_user = optarg;
+                        break;
+                case 'c':
+                        list = optarg;
+                        break;
+                case 'n':
+                        c.cycles = (unsigned)strtoul(optarg, NULL, 0);
+                        break;
+                case 'L':
+                        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+                                printf("%s\n", cases[i].name);
+                        return 0;
+                case 'h':
+                        usage(stdout);
+                        return 0;
+                default:
+                        usage(stderr);
+                        return 2;
+                }
+        }
+        if (portal == NULL || c.target == NULL) {
+                usage(stderr);
+                return 2;
+        }
+        const char *colon = strrchr(portal, ':');
+        size_t hostlen = colon ? (size_t)(colon - portal) : strlen(portal);
+        if (hostlen >= sizeof(c.host)) {
+                usage(stderr);
+                return 2;
+        }
+        memcpy(c.host, portal, hostlen);
+        c.port = colon ? (uint16_t)atoi(colon + 1) : 3260;
+
+        signal(SIGPIPE, SIG_IGN);
+        srand((unsigned)time(NULL) ^ (unsigned)getpid());
+        crc32c_init();
+        if (crc32c("123456789", 9) != 0xe3069283u) {
+                fprintf(stderr, "tdm-badpdu: CRC32C self-test failed\n");
+                return 2;
+        }
+
+        char detail[DETAIL_LEN];
+        if (session(&c, &c.healthy, false, detail) != 0) {
+                fprintf(stderr, "tdm-badpdu: cannot log in to %s at %s: %s\n", c.target, portal,
+                        detail);
+                return 2;
+        }
+        c.healthy_up = true;
+
+        int failures = 0;
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                if (!selected(list, cases[i].name))
+                        continue;
+                detail[0] = 0;
+                int res = cases[i].fn(&c, detail);
+                char why[DETAIL_LEN] = "";
+                if (res >= 0 && health_check(&c, why, sizeof(why)) != 0) {
+                        res = 0;
+                        size_t n = strlen(detail);
+                        snprintf(detail + n, sizeof(detail) - n,
+                                 "; target unhealthy afterwards: %s", why);
+                }
+                printf("badinput: case=%s result=%s detail=", cases[i].name,
+                       res > 0    ? "pass"
+                       : res == 0 ? "fail"
+                                  : "skip");
+                print_detail(detail);
+                putchar('\n');
+                fflush(stdout);
+                if (res == 0)
+                        failures++;
+        }
+        if (c.healthy_up)
+                logout(&c.healthy);
+        return failures ? 1 : 0;
+}

@@ -1,0 +1,571 @@
+/*
+ * Unit tests of the admin plane: tandemctl argument parsing and output (daemon/admin/ctl.c),
+ * the request dispatcher, and the libqb IPC service end to end (daemon/admin/ipc.c,
+ * client.c) against a live registry.
+ */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <json-c/json.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "admin/admin_ipc.h"
+#include "admin/ctl.h"
+#include "tandem/registry.h"
+
+#define IQN1 "iqn.2024-01.org.example:t1"
+#define INI1 "iqn.1993-08.org.debian:01:client1"
+
+/* ---------------------------------------------------------------- ctl parsing */
+
+static int parse(struct admin_ctl *ctl, char *err, size_t errlen, ...)
+{
+        char *argv[32] = {"tandemctl"};
+        int argc = 1;
+        va_list ap;
+        va_start(ap, errlen);
+        for (char *a; (a = va_arg(ap, char *));)
+                argv[argc++] = a;
+        va_end(ap);
+        err[0] = '\0';
+        return admin_ctl_parse(ctl, argc, argv, err, errlen);
+}
+
+START_TEST(test_ctl_parse_ok)
+{
+        struct admin_ctl c;
+        char err[512];
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "target", "add", IQN1, NULL), 0);
+        ck_assert_int_eq(c.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_TARGET_ADD);
+        ck_assert_str_eq(c.req.target_add->iqn, IQN1);
+        ck_assert_str_eq(c.instance, "default");
+        ck_assert_int_eq(c.req.version, TANDEM__ADMIN__PROTOCOL_VERSION__PROTOCOL_VERSION_1);
+
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "--instance", "node-b", "lun", "add", IQN1,
+                               "3", "/srv/d.img", "--size", "10G", "--thin", NULL),
+                         0);
+        ck_assert_str_eq(c.instance, "node-b");
+        ck_assert_int_eq(c.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_LUN_ADD);
+        ck_assert_uint_eq(c.req.lun_add->lun, 3);
+        ck_assert_str_eq(c.req.lun_add->path, "/srv/d.img");
+        ck_assert_uint_eq(c.req.lun_add->size, 10ull << 30);
+        ck_assert(c.req.lun_add->thin);
+        ck_assert(!c.req.lun_add->direct);
+
+        /* Relative paths are taken from the current directory. */
+        char cwd[PATH_MAX], want[PATH_MAX + 16];
+        ck_assert_ptr_nonnull(getcwd(cwd, sizeof(cwd)));
+        snprintf(want, sizeof(want), "%s/d.img", cwd);
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "--instance=x", "lun", "add", IQN1, "0",
+                               "d.img", "--block-size", "4096", "--size=8K", "--direct", NULL),
+                         0);
+        ck_assert_str_eq(c.req.lun_add->path, want);
+        ck_assert_uint_eq(c.req.lun_add->block_size, 4096);
+        ck_assert(c.req.lun_add->direct);
+        ck_assert_str_eq(c.instance, "x");
+
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "acl", "add", IQN1, "ALL", NULL), 0);
+        ck_assert_int_eq(c.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_ACL_ADD);
+        ck_assert_str_eq(c.req.acl_add->initiator, "ALL");
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "acl", "del", IQN1, INI1, NULL), 0);
+        ck_assert_int_eq(c.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_ACL_DEL);
+        ck_assert_str_eq(c.req.acl_del->iqn, IQN1);
+        ck_assert_str_eq(c.req.acl_del->initiator, INI1);
+
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "chap", "set", IQN1, "alice", "alice-secret-1",
+                               "--mutual", "tgt", "target-secret-1", NULL),
+                         0);
+        ck_assert_int_eq(c.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_CHAP_SET);
+        ck_assert_str_eq(c.req.chap_set->iqn, IQN1);
+        ck_assert(!c.req.chap_set->discovery);
+        ck_assert_str_eq(c.req.chap_set->user, "alice");
+        ck_assert_str_eq(c.req.chap_set->mutual_secret, "target-secret-1");
+        ck_assert_int_eq(
+            parse(&c, err, sizeof(err), "chap", "set", "--discovery", "d", "disco-secret-1", NULL),
+            0);
+        ck_assert(c.req.chap_set->discovery);
+        ck_assert_str_eq(c.req.chap_set->user, "d");
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "chap", "clear", IQN1, NULL), 0);
+        ck_assert_str_eq(c.req.chap_set->user, "");
+
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "status", "--json", NULL), 0);
+        ck_assert_int_eq(c.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_STATUS);
+        ck_assert(c.json);
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "stats", NULL), 0);
+        ck_assert_int_eq(c.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_STATS);
+        ck_assert(!c.json);
+
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "--help", NULL), 0);
+        ck_assert(c.help);
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "lun", "add", "--help", NULL), 0);
+        ck_assert(c.help);
+        ck_assert_str_eq(c.topic, "lun");
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "help", "chap", NULL), 0);
+        ck_assert(c.help);
+        ck_assert_str_eq(c.topic, "chap");
+}
+END_TEST
+
+static const struct {
+        const char *argv[10];
+        const char *err;
+} bad_args[] = {
+    {{NULL}, "missing COMMAND"},
+    {{"frobnicate"}, "unknown command \"frobnicate\""},
+    {{"--bogus", "status"}, "unknown option \"--bogus\""},
+    {{"--instance"}, "instance: --instance needs a NAME"},
+    {{"--instance", "a/b", "status"}, "instance: must be 1..63 characters"},
+    {{"target"}, "target: missing add|del"},
+    {{"target", "remove", IQN1}, "target: unknown subcommand \"remove\" (add|del)"},
+    {{"target", "add"}, "target add: missing IQN"},
+    {{"target", "add", IQN1, "extra"}, "target add: unexpected argument \"extra\""},
+    {{"target", "add", "disk1"}, "iqn: \"disk1\" is not an iSCSI name"},
+    {{"target", "add", IQN1, "--thin"}, "target add: --thin does not apply here"},
+    {{"lun", "add", IQN1, "x", "/a"}, "lun: must be 0..255, got \"x\""},
+    {{"lun", "add", IQN1, "256", "/a"}, "lun: must be 0..255, got \"256\""},
+    {{"lun", "add", IQN1, "-1", "/a"}, "lun add: unknown option \"-1\""},
+    {{"lun", "add", IQN1, "1"}, "lun add: missing IQN LUN PATH"},
+    {{"lun", "add", IQN1, "1", "/a", "--size"}, "lun add: --size needs a value"},
+    {{"lun", "add", IQN1, "1", "/a", "--size", "ten"},
+     "size: must be a positive number of bytes with an optional unit"},
+    {{"lun", "add", IQN1, "1", "/a", "--size", "0"}, "size: must be a positive number"},
+    {{"lun", "add", IQN1, "1", "/a", "--size", "1000"},
+     "size: must be a positive multiple of 512, got \"1000\""},
+    {{"lun", "add", IQN1, "1", "/a", "--block-size", "4096", "--size", "6K"},
+     "size: must be a positive multiple of 4096"},
+    {{"lun", "add", IQN1, "1", "/a", "--block-size", "520"},
+     "block-size: must be 512, 1024, 2048 or 4096, got \"520\""},
+    {{"lun", "add", IQN1, "1", "/a", "--mutual", "u", "s"}, "lun add: --mutual does not apply"},
+    {{"lun", "del", IQN1, "07x"}, "lun: must be 0..255, got \"07x\""},
+    {{"acl", "add", IQN1, "bob"}, "initiator: \"bob\" is neither ALL nor an iSCSI name"},
+    {{"acl", "add", IQN1}, "acl add: missing IQN INITIATOR_IQN"},
+    {{"chap", "set", IQN1, "alice", "short"}, "secret: must be 12..255 printable characters"},
+    {{"chap", "set", IQN1, "alice"}, "chap set: missing USER SECRET"},
+    {{"chap", "set"}, "chap set: missing IQN (or --discovery)"},
+    {{"chap", "set", IQN1, "alice", "alice-secret-1", "--mutual", "t", "alice-secret-1"},
+     "mutual_secret: must differ from the secret"},
+    {{"chap", "set", IQN1, "alice", "alice-secret-1", "--mutual", "t"},
+     "chap set: --mutual needs USER and SECRET"},
+    {{"status", "now"}, "status: unexpected argument \"now\""},
+    {{"stats", "bad-iqn"}, "iqn: \"bad-iqn\" is not an iSCSI name"},
+};
+
+START_TEST(test_ctl_parse_errors)
+{
+        char *argv[12] = {"tandemctl"};
+        int argc = 1;
+        for (int i = 0; bad_args[_i].argv[i]; i++)
+                argv[argc++] = (char *)bad_args[_i].argv[i];
+        struct admin_ctl c;
+        char err[512] = "";
+        int rc = admin_ctl_parse(&c, argc, argv, err, sizeof(err));
+        ck_assert_msg(rc == -EINVAL, "case %d accepted", _i);
+        ck_assert_msg(strncmp(err, bad_args[_i].err, strlen(bad_args[_i].err)) == 0,
+                      "case %d: got \"%s\", want \"%s...\"", _i, err, bad_args[_i].err);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- live service */
+
+static char dir[64];
+static char conf[PATH_MAX];
+static char instance[64];
+static qb_loop_t *loop;
+static pthread_t loop_thread;
+static int wake[2];
+
+static int32_t on_wake(int32_t fd, int32_t revents, void *data)
+{
+        (void)fd;
+        (void)revents;
+        (void)data;
+        qb_loop_stop(loop);
+        return 0;
+}
+
+static void *run_loop(void *arg)
+{
+        (void)arg;
+        qb_loop_run(loop);
+        return NULL;
+}
+
+static void rm_tree(const char *d)
+{
+        DIR *dp = opendir(d);
+        if (!dp)
+                return;
+        struct dirent *e;
+        char p[PATH_MAX + 256];
+        while ((e = readdir(dp))) {
+                if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+                        snprintf(p, sizeof(p), "%s/%s", d, e->d_name);
+                        unlink(p);
+                }
+        }
+        closedir(dp);
+        rmdir(d);
+}
+
+static void service_setup(void)
+{
+        char err[512] = "";
+        snprintf(dir, sizeof(dir), "/tmp/tandem-test-admin.XXXXXX");
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+        snprintf(conf, sizeof(conf), "%s/tandem.conf", dir);
+        snprintf(instance, sizeof(instance), "unit-%d", (int)getpid());
+        struct tdm_config c;
+        ck_assert_int_eq(
+            tdm_config_parse_string("listen = [ \"127.0.0.1:3260\" ];", &c, err, sizeof(err)), 0);
+        ck_assert_int_eq(tdm_registry_init(&c, conf, err, sizeof(err)), 0);
+        tdm_config_free(&c);
+        loop = qb_loop_create();
+        ck_assert_ptr_nonnull(loop);
+        ck_assert_int_eq(admin_ipc_start(loop, instance), 0);
+        ck_assert_int_eq(pipe(wake), 0);
+        ck_assert_int_eq(qb_loop_poll_add(loop, QB_LOOP_HIGH, wake[0], POLLIN, NULL, on_wake), 0);
+        ck_assert_int_eq(pthread_create(&loop_thread, NULL, run_loop, NULL), 0);
+}
+
+static void service_teardown(void)
+{
+        ck_assert_int_eq(write(wake[1], "x", 1), 1);
+        pthread_join(loop_thread, NULL);
+        qb_loop_poll_del(loop, wake[0]);
+        close(wake[0]);
+        close(wake[1]);
+        admin_ipc_stop();
+        qb_loop_destroy(loop);
+        tdm_registry_fini();
+        rm_tree(dir);
+}
+
+/* Runs tandemctl's parse + call for argv; returns the response (caller frees). */
+static Tandem__Admin__AdminResponse *ctl_call(struct admin_ctl *c, ...)
+{
+        char *argv[32] = {"tandemctl", "--instance", instance};
+        int argc = 3;
+        va_list ap;
+        va_start(ap, c);
+        for (char *a; (a = va_arg(ap, char *));)
+                argv[argc++] = a;
+        va_end(ap);
+        char err[512] = "";
+        ck_assert_msg(admin_ctl_parse(c, argc, argv, err, sizeof(err)) == 0, "%s", err);
+        Tandem__Admin__AdminResponse *r = NULL;
+        int rc = admin_client_call(c->instance, &c->req, &r, err, sizeof(err));
+        ck_assert_msg(rc == 0, "call: %s", err);
+        return r;
+}
+
+static void expect_ok(struct admin_ctl *c, Tandem__Admin__AdminResponse *r)
+{
+        ck_assert_msg(r->ok, "failed: %s", r->error);
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        ck_assert_int_eq(admin_ctl_print(f, c, r), 0);
+        fclose(f);
+        free(text);
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+}
+
+static char *print_to_string(struct admin_ctl *c, Tandem__Admin__AdminResponse *r)
+{
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        ck_assert_int_eq(admin_ctl_print(f, c, r), 0);
+        fclose(f);
+        return text;
+}
+
+START_TEST(test_ipc_admin_round_trip)
+{
+        struct admin_ctl c;
+        char size_path[PATH_MAX + 16];
+        snprintf(size_path, sizeof(size_path), "%s/lun0.img", dir);
+        expect_ok(&c, ctl_call(&c, "target", "add", IQN1, NULL));
+        expect_ok(&c,
+                  ctl_call(&c, "lun", "add", IQN1, "0", size_path, "--size", "4M", "--thin", NULL));
+        expect_ok(&c, ctl_call(&c, "acl", "add", IQN1, INI1, NULL));
+        expect_ok(&c, ctl_call(&c, "chap", "set", IQN1, "alice", "alice-secret-1", "--mutual",
+                               "tgt", "target-secret-1", NULL));
+        expect_ok(&c, ctl_call(&c, "chap", "set", "--discovery", "disco", "disco-secret-1", NULL));
+
+        /* The changes are live ... */
+        struct scsi_target *t;
+        struct tdm_auth auth;
+        ck_assert_int_eq(tdm_registry_login_target(IQN1, INI1, &t, &auth), 0);
+        ck_assert_str_eq(auth.chap.user, "alice");
+        struct scsi_lun *lun = scsi_target_get_lun(t, 0);
+        ck_assert_ptr_nonnull(lun);
+        ck_assert_uint_eq(atomic_load(&lun->num_blocks), 8192);
+        scsi_lun_put(lun);
+        scsi_target_put(t);
+        /* ... and saved. */
+        struct tdm_config saved;
+        char err[512];
+        ck_assert_int_eq(tdm_config_load(conf, &saved, err, sizeof(err)), 0);
+        ck_assert_uint_eq(saved.n_targets, 1);
+        ck_assert_uint_eq(saved.targets[0].n_luns, 1);
+        ck_assert_str_eq(saved.discovery_chap.user, "disco");
+
+        /* status --json carries what the registry has. */
+        Tandem__Admin__AdminResponse *r = ctl_call(&c, "status", "--json", NULL);
+        ck_assert(r->ok);
+        ck_assert_ptr_nonnull(r->status);
+        char *text = print_to_string(&c, r);
+        json_object *o = json_tokener_parse(text);
+        ck_assert_ptr_nonnull(o);
+        json_object *v, *targets, *luns;
+        ck_assert(json_object_object_get_ex(o, "instance", &v));
+        ck_assert_str_eq(json_object_get_string(v), instance);
+        ck_assert(json_object_object_get_ex(o, "config_path", &v));
+        ck_assert_str_eq(json_object_get_string(v), conf);
+        ck_assert(json_object_object_get_ex(o, "targets", &targets));
+        ck_assert_int_eq(json_object_array_length(targets), 1);
+        json_object *t0 = json_object_array_get_idx(targets, 0);
+        ck_assert(json_object_object_get_ex(t0, "iqn", &v));
+        ck_assert_str_eq(json_object_get_string(v), IQN1);
+        ck_assert(json_object_object_get_ex(t0, "mutual_chap", &v));
+        ck_assert(json_object_get_boolean(v));
+        ck_assert(json_object_object_get_ex(t0, "luns", &luns));
+        json_object *l0 = json_object_array_get_idx(luns, 0);
+        ck_assert(json_object_object_get_ex(l0, "size", &v));
+        ck_assert_uint_eq(json_object_get_uint64(v), 4u << 20);
+        ck_assert(json_object_object_get_ex(l0, "naa", &v));
+        ck_assert_str_eq(json_object_get_string(v), saved.targets[0].luns[0].naa);
+        ck_assert(json_object_object_get_ex(l0, "thin", &v));
+        ck_assert(json_object_get_boolean(v));
+        ck_assert(json_object_object_get_ex(l0, "online", &v));
+        ck_assert(json_object_get_boolean(v));
+        ck_assert(json_object_object_get_ex(o, "listen", &v));
+        ck_assert_str_eq(json_object_get_string(json_object_array_get_idx(v, 0)), "127.0.0.1:3260");
+        /* Secrets never leave the daemon. */
+        ck_assert_ptr_null(strstr(text, "secret"));
+        json_object_put(o);
+        free(text);
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+
+        /* Human status names the target and the LUN. */
+        r = ctl_call(&c, "status", NULL);
+        text = print_to_string(&c, r);
+        ck_assert_ptr_nonnull(strstr(text, "target " IQN1));
+        ck_assert_ptr_nonnull(strstr(text, "lun 0  4.0 MiB"));
+        ck_assert_ptr_nonnull(strstr(text, saved.targets[0].luns[0].naa));
+        free(text);
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+
+        /* stats: one LUN, a 24-bucket histogram. */
+        r = ctl_call(&c, "stats", "--json", NULL);
+        ck_assert(r->ok);
+        ck_assert_uint_eq(r->stats->n_luns, 1);
+        ck_assert_str_eq(r->stats->luns[0]->iqn, IQN1);
+        ck_assert_uint_eq(r->stats->luns[0]->n_latency_hist_us, 24);
+        ck_assert_uint_eq(r->stats->luns[0]->reads, 0);
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+        tdm_config_free(&saved);
+
+        expect_ok(&c, ctl_call(&c, "lun", "del", IQN1, "0", NULL));
+        expect_ok(&c, ctl_call(&c, "target", "del", IQN1, NULL));
+        ck_assert_uint_eq(tdm_registry_config()->n_targets, 0);
+}
+END_TEST
+
+START_TEST(test_ipc_errors_name_the_field)
+{
+        struct admin_ctl c;
+        Tandem__Admin__AdminResponse *r =
+            ctl_call(&c, "lun", "add", IQN1, "0", "/tmp/x.img", "--size", "1M", NULL);
+        ck_assert(!r->ok);
+        ck_assert_int_eq(r->errno_value, ENOENT);
+        ck_assert_str_eq(r->error, "iqn: no target \"" IQN1 "\"");
+        ck_assert_int_eq(admin_ctl_print(stdout, &c, r), -EIO);
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+
+        r = ctl_call(&c, "target", "add", IQN1, NULL);
+        ck_assert(r->ok);
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+        r = ctl_call(&c, "target", "add", IQN1, NULL);
+        ck_assert(!r->ok);
+        ck_assert_int_eq(r->errno_value, EEXIST);
+        ck_assert_str_eq(r->error, "iqn: target \"" IQN1 "\" already exists");
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+        r = ctl_call(&c, "lun", "add", IQN1, "0", "relative-missing.img", NULL);
+        ck_assert(!r->ok);
+        ck_assert_msg(strstr(r->error, "does not exist (give a size to create it)") != NULL, "%s",
+                      r->error);
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+        r = ctl_call(&c, "stats", "iqn.2024-01.org.example:nope", NULL);
+        ck_assert(!r->ok);
+        ck_assert_str_eq(r->error, "iqn: no target \"iqn.2024-01.org.example:nope\"");
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+
+        /* A request built by hand that the CLI would refuse: the daemon checks too. */
+        Tandem__Admin__AdminRequest q = TANDEM__ADMIN__ADMIN_REQUEST__INIT;
+        Tandem__Admin__ChapSet cs = TANDEM__ADMIN__CHAP_SET__INIT;
+        cs.iqn = IQN1;
+        cs.discovery = true;
+        q.op_case = TANDEM__ADMIN__ADMIN_REQUEST__OP_CHAP_SET;
+        q.chap_set = &cs;
+        char err[512];
+        ck_assert_int_eq(admin_client_call(instance, &q, &r, err, sizeof(err)), 0);
+        ck_assert(!r->ok);
+        ck_assert_str_eq(r->error, "iqn: not allowed with discovery");
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+        Tandem__Admin__LunAdd la = TANDEM__ADMIN__LUN_ADD__INIT;
+        la.iqn = IQN1;
+        la.lun = 300;
+        la.path = "/x";
+        q.op_case = TANDEM__ADMIN__ADMIN_REQUEST__OP_LUN_ADD;
+        q.lun_add = &la;
+        ck_assert_int_eq(admin_client_call(instance, &q, &r, err, sizeof(err)), 0);
+        ck_assert_str_eq(r->error, "lun: must be 0..255, got 300");
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+        q.op_case = TANDEM__ADMIN__ADMIN_REQUEST__OP__NOT_SET;
+        ck_assert_int_eq(admin_client_call(instance, &q, &r, err, sizeof(err)), 0);
+        ck_assert(!r->ok);
+        ck_assert_int_eq(strncmp(r->error, "request: no operation", 21), 0);
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+        q.version = 7;
+        ck_assert_int_eq(admin_client_call(instance, &q, &r, err, sizeof(err)), 0);
+        ck_assert_int_eq(strncmp(r->error, "version: request version 7 is newer", 35), 0);
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+}
+END_TEST
+
+START_TEST(test_ipc_not_running)
+{
+        Tandem__Admin__AdminRequest q = TANDEM__ADMIN__ADMIN_REQUEST__INIT;
+        Tandem__Admin__StatusRequest sr = TANDEM__ADMIN__STATUS_REQUEST__INIT;
+        q.op_case = TANDEM__ADMIN__ADMIN_REQUEST__OP_STATUS;
+        q.status = &sr;
+        Tandem__Admin__AdminResponse *r = (void *)1;
+        char err[512] = "";
+        ck_assert_int_eq(admin_client_call("no-such-instance", &q, &r, err, sizeof(err)),
+                         -ECONNREFUSED);
+        ck_assert_str_eq(err, "tandemd (instance no-such-instance) is not running");
+        ck_assert_ptr_null(r);
+}
+END_TEST
+
+START_TEST(test_ipc_refuses_non_root)
+{
+        if (geteuid() != 0)
+                return; /* needs root to become someone else */
+        pid_t pid = fork();
+        if (pid == 0) {
+                if (setgid(65534) || setuid(65534))
+                        _exit(10);
+                Tandem__Admin__AdminRequest q = TANDEM__ADMIN__ADMIN_REQUEST__INIT;
+                Tandem__Admin__TargetAdd ta = TANDEM__ADMIN__TARGET_ADD__INIT;
+                ta.iqn = "iqn.2024-01.org.example:intruder";
+                q.op_case = TANDEM__ADMIN__ADMIN_REQUEST__OP_TARGET_ADD;
+                q.target_add = &ta;
+                Tandem__Admin__AdminResponse *r = NULL;
+                char err[512];
+                int rc = admin_client_call(instance, &q, &r, err, sizeof(err));
+                _exit(rc == 0 ? 11 : rc == -EACCES ? 0 : 12);
+        }
+        int status;
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        ck_assert(WIFEXITED(status));
+        ck_assert_int_eq(WEXITSTATUS(status), 0);
+        ck_assert_uint_eq(tdm_registry_config()->n_targets, 0);
+}
+END_TEST
+
+START_TEST(test_ipc_instance_in_use)
+{
+        /* A second daemon with the same instance name cannot serve it. */
+        char name[64];
+        snprintf(name, sizeof(name), "unit-busy-%d", (int)getpid());
+        int ready[2], done[2];
+        ck_assert_int_eq(pipe(ready), 0);
+        ck_assert_int_eq(pipe(done), 0);
+        pid_t pid = fork();
+        if (pid == 0) {
+                qb_loop_t *l = qb_loop_create();
+                char ok = admin_ipc_start(l, name) == 0 ? 'y' : 'n';
+                if (write(ready[1], &ok, 1) != 1)
+                        _exit(1);
+                char c;
+                if (read(done[0], &c, 1) != 1)
+                        _exit(1);
+                admin_ipc_stop();
+                qb_loop_destroy(l);
+                _exit(0);
+        }
+        char ok = 0;
+        ck_assert_int_eq(read(ready[0], &ok, 1), 1);
+        ck_assert_int_eq(ok, 'y');
+        qb_loop_t *l = qb_loop_create();
+        int rc = admin_ipc_start(l, name);
+        ck_assert_int_eq(write(done[1], "x", 1), 1);
+        int status;
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        ck_assert_int_eq(rc, -EADDRINUSE);
+        /* Once the first is gone, the name is free again; a second start in one process is not. */
+        ck_assert_int_eq(admin_ipc_start(l, name), 0);
+        ck_assert_int_eq(admin_ipc_start(l, name), -EALREADY);
+        admin_ipc_stop();
+        qb_loop_destroy(l);
+}
+END_TEST
+
+START_TEST(test_dispatch_garbage)
+{
+        static const uint8_t junk[] = {0xff, 0xff, 0xff, 0x0f, 0x01};
+        uint8_t *out = NULL;
+        size_t len = 0;
+        ck_assert_int_eq(admin_dispatch(junk, sizeof(junk), &out, &len), 0);
+        Tandem__Admin__AdminResponse *r = tandem__admin__admin_response__unpack(NULL, len, out);
+        ck_assert_ptr_nonnull(r);
+        ck_assert(!r->ok);
+        ck_assert_int_eq(r->errno_value, EPROTO);
+        ck_assert_int_eq(strncmp(r->error, "request: cannot decode", 22), 0);
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+        free(out);
+}
+END_TEST
+
+static Suite *admin_suite(void)
+{
+        Suite *s = suite_create("admin");
+        TCase *ctl = tcase_create("ctl");
+        tcase_add_test(ctl, test_ctl_parse_ok);
+        tcase_add_loop_test(ctl, test_ctl_parse_errors, 0,
+                            (int)(sizeof(bad_args) / sizeof(bad_args[0])));
+        suite_add_tcase(s, ctl);
+        TCase *ipc = tcase_create("ipc");
+        tcase_add_checked_fixture(ipc, service_setup, service_teardown);
+        tcase_set_timeout(ipc, 60);
+        tcase_add_test(ipc, test_ipc_admin_round_trip);
+        tcase_add_test(ipc, test_ipc_errors_name_the_field);
+        tcase_add_test(ipc, test_ipc_not_running);
+        tcase_add_test(ipc, test_ipc_refuses_non_root);
+        tcase_add_test(ipc, test_dispatch_garbage);
+        suite_add_tcase(s, ipc);
+        TCase *names = tcase_create("names");
+        tcase_add_test(names, test_ipc_instance_in_use);
+        suite_add_tcase(s, names);
+        return s;
+}
+
+int main(void)
+{
+        SRunner *sr = srunner_create(admin_suite());
+        srunner_run_all(sr, CK_NORMAL);
+        int failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

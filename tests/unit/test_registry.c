@@ -1,0 +1,662 @@
+/* Unit tests of the live registry (daemon/core/registry.c) on real SCSI and backstore objects. */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tandem/config.h"
+#include "tandem/registry.h"
+#include "tandem/scsi.h"
+
+#define IQN1 "iqn.2024-01.org.example:t1"
+#define IQN2 "iqn.2024-01.org.example:t2"
+#define INI1 "iqn.1993-08.org.debian:01:client1"
+#define INI2 "iqn.1993-08.org.debian:01:client2"
+
+static char dir[64];
+static char conf[PATH_MAX];
+
+static void rm_tree(const char *d)
+{
+        DIR *dp = opendir(d);
+        if (!dp)
+                return;
+        struct dirent *e;
+        char p[PATH_MAX + 256];
+        while ((e = readdir(dp))) {
+                if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                        continue;
+                snprintf(p, sizeof(p), "%s/%s", d, e->d_name);
+                if (unlink(p) < 0)
+                        rm_tree(p);
+        }
+        closedir(dp);
+        rmdir(d);
+}
+
+static void setup(void)
+{
+        snprintf(dir, sizeof(dir), "/tmp/tandem-test-registry.XXXXXX");
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+        snprintf(conf, sizeof(conf), "%s/tandem.conf", dir);
+}
+
+static void teardown(void)
+{
+        tdm_registry_fini();
+        rm_tree(dir);
+}
+
+static char *file_in_dir(const char *name)
+{
+        static char p[4][PATH_MAX];
+        static int next;
+        char *out = p[next++ % 4];
+        snprintf(out, PATH_MAX, "%s/%s", dir, name);
+        return out;
+}
+
+static char *read_all(const char *path)
+{
+        FILE *f = fopen(path, "r");
+        if (!f)
+                return strdup("");
+        static char buf[1 << 16];
+        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+        buf[n] = '\0';
+        fclose(f);
+        return strdup(buf);
+}
+
+/* A config with IQN1 (ACL INI1, LUN 0 of 1 MiB with a fixed identity) and IQN2 (no ACL). */
+static void start_registry(void)
+{
+        char text[4096], err[512] = "";
+        snprintf(text, sizeof(text),
+                 "threads = 3;\n"
+                 "targets = ( { iqn = \"" IQN1 "\"; alias = \"one\"; acl = [ \"" INI1 "\" ];\n"
+                 "  luns = ( { lun = 0; path = \"%s\"; size = \"1M\"; thin = true; wce = false;\n"
+                 "             naa = \"67a6e640c3f1a2b4d5e6f708192a3b4c\"; serial = \"serial0\"; } "
+                 "); },\n"
+                 "  { iqn = \"" IQN2 "\"; } );\n",
+                 file_in_dir("lun0.img"));
+        struct tdm_config c;
+        ck_assert_msg(tdm_config_parse_string(text, &c, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_int_eq(tdm_config_save(conf, &c, err, sizeof(err)), 0);
+        /* As tandemd does: a command-line override that must not reach the file. */
+        c.threads = 5;
+        ck_assert_msg(tdm_registry_init(&c, conf, err, sizeof(err)) == 0, "%s", err);
+        tdm_config_free(&c);
+}
+
+static struct scsi_lun *live_lun(const char *iqn, uint64_t id)
+{
+        struct scsi_target *t = tdm_registry_get_target(iqn);
+        if (!t)
+                return NULL;
+        struct scsi_lun *l = scsi_target_get_lun(t, id);
+        scsi_target_put(t);
+        return l;
+}
+
+static void reload(struct tdm_config *c)
+{
+        char err[512] = "";
+        ck_assert_msg(tdm_config_load(conf, c, err, sizeof(err)) == 0, "%s", err);
+}
+
+/* ---------------------------------------------------------------- init */
+
+START_TEST(test_init_builds_live_objects)
+{
+        start_registry();
+        struct scsi_target *t = tdm_registry_get_target("IQN.2024-01.org.example:T1");
+        ck_assert_ptr_nonnull(t);
+        ck_assert_str_eq(t->iqn, IQN1);
+        ck_assert_str_eq(t->alias, "one");
+        ck_assert_uint_eq(t->tpgt, 1);
+        struct scsi_lun *l = scsi_target_get_lun(t, 0);
+        ck_assert_ptr_nonnull(l);
+        static const uint8_t naa[16] = {0x67, 0xa6, 0xe6, 0x40, 0xc3, 0xf1, 0xa2, 0xb4,
+                                        0xd5, 0xe6, 0xf7, 0x08, 0x19, 0x2a, 0x3b, 0x4c};
+        ck_assert_mem_eq(l->naa, naa, 16);
+        ck_assert_str_eq(l->serial, "serial0");
+        ck_assert(l->thin);
+        ck_assert(!atomic_load(&l->wce));
+        ck_assert_uint_eq(l->block_size, 512);
+        ck_assert_uint_eq(atomic_load(&l->num_blocks), 2048);
+        ck_assert_ptr_null(scsi_target_get_lun(t, 1));
+        scsi_lun_put(l);
+        scsi_target_put(t);
+        struct scsi_target *t2 = tdm_registry_get_target(IQN2);
+        ck_assert_ptr_nonnull(t2);
+        scsi_target_put(t2);
+        ck_assert_ptr_null(tdm_registry_get_target("iqn.2024-01.org.example:none"));
+        /* The live config is a copy holding the override; the file is untouched so far. */
+        ck_assert_uint_eq(tdm_registry_config()->threads, 5);
+        struct stat st;
+        ck_assert_int_eq(stat(file_in_dir("lun0.img"), &st), 0);
+        ck_assert_int_eq(st.st_size, 1 << 20);
+}
+END_TEST
+
+START_TEST(test_init_persists_generated_identities)
+{
+        char text[1024], err[512] = "";
+        snprintf(text, sizeof(text),
+                 "targets = ( { iqn = \"" IQN1
+                 "\"; luns = ( { lun = 7; path = \"%s\"; size = 65536; "
+                 "} ); } );",
+                 file_in_dir("gen.img"));
+        /* The file as an admin wrote it: no identity. */
+        FILE *f = fopen(conf, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs(text, f);
+        fclose(f);
+        struct tdm_config c, back;
+        ck_assert_int_eq(tdm_config_load(conf, &c, err, sizeof(err)), 0);
+        ck_assert(c.identities_generated);
+        ck_assert_msg(tdm_registry_init(&c, conf, err, sizeof(err)) == 0, "%s", err);
+        reload(&back);
+        ck_assert(!back.identities_generated);
+        ck_assert_str_eq(back.targets[0].luns[0].naa, c.targets[0].luns[0].naa);
+        ck_assert_str_eq(back.targets[0].luns[0].serial, c.targets[0].luns[0].serial);
+        struct scsi_lun *l = live_lun(IQN1, 7);
+        ck_assert_ptr_nonnull(l);
+        uint8_t naa[16];
+        tdm_naa_to_bytes(back.targets[0].luns[0].naa, naa);
+        ck_assert_mem_eq(l->naa, naa, 16);
+        ck_assert_str_eq(l->serial, back.targets[0].luns[0].serial);
+        scsi_lun_put(l);
+        tdm_config_free(&c);
+        tdm_config_free(&back);
+}
+END_TEST
+
+START_TEST(test_init_fails_naming_the_lun)
+{
+        char text[1024], err[512] = "";
+        snprintf(text, sizeof(text),
+                 "targets = ( { iqn = \"" IQN1
+                 "\"; luns = ( { lun = 0; path = \"%s\"; size = 65536; "
+                 "}, { lun = 1; path = \"%s\"; } ); } );",
+                 file_in_dir("ok.img"), file_in_dir("missing.img"));
+        struct tdm_config c;
+        ck_assert_int_eq(tdm_config_parse_string(text, &c, err, sizeof(err)), 0);
+        ck_assert_int_eq(tdm_registry_init(&c, NULL, err, sizeof(err)), -ENOENT);
+        char want[PATH_MAX + 128];
+        snprintf(want, sizeof(want),
+                 "targets[0].luns[1].path: %s does not exist (give a size to create it)",
+                 file_in_dir("missing.img"));
+        ck_assert_str_eq(err, want);
+        struct scsi_target *t = (struct scsi_target *)1;
+        ck_assert_int_eq(tdm_registry_login_target(IQN1, INI1, &t, NULL), -ENOENT);
+        ck_assert_ptr_null(t);
+        /* Nothing half-started: a second init works. */
+        c.targets[0].n_luns = 1;
+        ck_assert_msg(tdm_registry_init(&c, NULL, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_int_eq(tdm_registry_init(&c, NULL, err, sizeof(err)), -EALREADY);
+        tdm_config_free(&c);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- targets */
+
+START_TEST(test_target_add_del)
+{
+        char err[512] = "";
+        start_registry();
+        const char *iqn3 = "iqn.2024-01.org.example:t3";
+        ck_assert_int_eq(tdm_registry_target_add(iqn3, err, sizeof(err)), 0);
+        struct scsi_target *t = tdm_registry_get_target(iqn3);
+        ck_assert_ptr_nonnull(t);
+        struct tdm_config c;
+        reload(&c);
+        ck_assert_uint_eq(c.n_targets, 3);
+        ck_assert_ptr_nonnull(tdm_config_find_target(&c, iqn3));
+        ck_assert_uint_eq(c.threads, 3); /* the file's own setting, not the override */
+        tdm_config_free(&c);
+
+        ck_assert_int_eq(tdm_registry_target_add(iqn3, err, sizeof(err)), -EEXIST);
+        ck_assert_str_eq(err, "iqn: target \"iqn.2024-01.org.example:t3\" already exists");
+        ck_assert_int_eq(tdm_registry_target_add("not-a-name", err, sizeof(err)), -EINVAL);
+
+        /* Deleting a target with a LUN: the LUN leaves the live target too. */
+        struct scsi_target *t1 = tdm_registry_get_target(IQN1);
+        unsigned gen = atomic_load(&t1->luns_gen);
+        ck_assert_int_eq(tdm_registry_target_del(IQN1, err, sizeof(err)), 0);
+        ck_assert_ptr_null(tdm_registry_get_target(IQN1));
+        ck_assert_ptr_null(scsi_target_get_lun(t1, 0));
+        ck_assert_uint_ne(atomic_load(&t1->luns_gen), gen);
+        scsi_target_put(t1);
+        struct stat st;
+        ck_assert_int_eq(stat(file_in_dir("lun0.img"), &st), 0); /* backing file kept */
+        reload(&c);
+        ck_assert_uint_eq(c.n_targets, 2);
+        ck_assert_ptr_null(tdm_config_find_target(&c, IQN1));
+        tdm_config_free(&c);
+        ck_assert_int_eq(tdm_registry_target_del(IQN1, err, sizeof(err)), -ENOENT);
+        ck_assert_str_eq(err, "iqn: no target \"" IQN1 "\"");
+        scsi_target_put(t);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- LUNs */
+
+START_TEST(test_lun_add_live)
+{
+        char err[512] = "";
+        start_registry();
+        struct scsi_target *t = tdm_registry_get_target(IQN1);
+        /* A session logged in before the change. */
+        struct scsi_nexus nx;
+        scsi_nexus_init(&nx, t, INI1);
+        unsigned seen = nx.luns_gen_seen;
+
+        struct tdm_lun_cfg l;
+        tdm_lun_defaults(&l);
+        l.lun = 5;
+        l.size = 64ull << 30; /* sparse: costs nothing */
+        l.thin = true;
+        snprintf(l.path, sizeof(l.path), "%s", file_in_dir("big.img"));
+        ck_assert_msg(tdm_registry_lun_add(IQN1, &l, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_uint_ne(atomic_load(&t->luns_gen), seen); /* REPORTED LUNS DATA HAS CHANGED */
+        struct scsi_lun *lun = scsi_target_get_lun(t, 5);
+        ck_assert_ptr_nonnull(lun);
+        ck_assert_uint_eq(atomic_load(&lun->num_blocks), (64ull << 30) / 512);
+        ck_assert(lun->thin);
+        ck_assert(atomic_load(&lun->wce));
+        struct stat st;
+        ck_assert_int_eq(stat(l.path, &st), 0);
+        ck_assert_int_eq(st.st_size, 64ll << 30);
+        ck_assert_int_lt(st.st_blocks, 64); /* sparse */
+
+        /* The generated identity is in the file and matches the live LUN. */
+        struct tdm_config c;
+        reload(&c);
+        struct tdm_lun_cfg *saved = tdm_config_find_lun(tdm_config_find_target(&c, IQN1), 5);
+        ck_assert_ptr_nonnull(saved);
+        ck_assert(tdm_naa_valid(saved->naa));
+        uint8_t naa[16];
+        tdm_naa_to_bytes(saved->naa, naa);
+        ck_assert_mem_eq(lun->naa, naa, 16);
+        ck_assert_str_eq(lun->serial, saved->serial);
+        ck_assert_uint_eq(saved->size, 64ull << 30);
+        tdm_config_free(&c);
+        scsi_lun_put(lun);
+
+        /* Same id again, same path again: refused with the field named. */
+        ck_assert_int_eq(tdm_registry_lun_add(IQN1, &l, err, sizeof(err)), -EEXIST);
+        ck_assert_str_eq(err, "lun: 5 already exists in " IQN1);
+        l.lun = 6;
+        ck_assert_int_eq(tdm_registry_lun_add(IQN2, &l, err, sizeof(err)), -EEXIST);
+        ck_assert_int_eq(strncmp(err, "path: ", 6), 0);
+        scsi_target_put(t);
+}
+END_TEST
+
+START_TEST(test_lun_add_failures_change_nothing)
+{
+        char err[512] = "";
+        start_registry();
+        char *before = read_all(conf);
+        struct tdm_lun_cfg l;
+        tdm_lun_defaults(&l);
+        l.lun = 1;
+        l.size = 1 << 20;
+
+        /* Backing store cannot be created. */
+        snprintf(l.path, sizeof(l.path), "%s/nodir/x.img", dir);
+        int rc = tdm_registry_lun_add(IQN1, &l, err, sizeof(err));
+        ck_assert_int_eq(rc, -ENOENT);
+        ck_assert_msg(strncmp(err, "path: cannot open ", 18) == 0, "%s", err);
+        /* Existing file too small to be one block. */
+        l.size = 0;
+        snprintf(l.path, sizeof(l.path), "%s", file_in_dir("tiny.img"));
+        FILE *f = fopen(l.path, "w");
+        fputs("tiny", f);
+        fclose(f);
+        ck_assert_int_eq(tdm_registry_lun_add(IQN1, &l, err, sizeof(err)), -EINVAL);
+        ck_assert_msg(strstr(err, "is smaller than one block") != NULL, "%s", err);
+        /* A size that is not a multiple of the block size. */
+        l.size = 1000;
+        snprintf(l.path, sizeof(l.path), "%s", file_in_dir("odd.img"));
+        ck_assert_int_eq(tdm_registry_lun_add(IQN1, &l, err, sizeof(err)), -EINVAL);
+        ck_assert_str_eq(err, "size: must be a positive multiple of 512");
+        ck_assert_int_eq(access(l.path, F_OK), -1);
+
+        /* The config cannot be saved: the LUN is not added and its new file is removed. */
+        char moved[PATH_MAX + 8];
+        snprintf(moved, sizeof(moved), "%s.moved", dir);
+        l.size = 1 << 20;
+        char outside[PATH_MAX];
+        snprintf(outside, sizeof(outside), "/tmp/tandem-test-registry-lun.%d.img", getpid());
+        snprintf(l.path, sizeof(l.path), "%s", outside);
+        ck_assert_int_eq(rename(dir, moved), 0);
+        rc = tdm_registry_lun_add(IQN1, &l, err, sizeof(err));
+        ck_assert_int_eq(rename(moved, dir), 0);
+        ck_assert_int_eq(rc, -ENOENT);
+        ck_assert_msg(strstr(err, "cannot create temporary file") != NULL, "%s", err);
+        ck_assert_int_eq(access(outside, F_OK), -1);
+
+        char *after = read_all(conf);
+        ck_assert_str_eq(before, after);
+        struct scsi_lun *lun = live_lun(IQN1, 1);
+        ck_assert_ptr_null(lun);
+        ck_assert_uint_eq(
+            tdm_config_find_target((struct tdm_config *)tdm_registry_config(), IQN1)->n_luns, 1);
+        free(before);
+        free(after);
+}
+END_TEST
+
+START_TEST(test_lun_del_live)
+{
+        char err[512] = "";
+        start_registry();
+        struct scsi_target *t = tdm_registry_get_target(IQN1);
+        unsigned gen = atomic_load(&t->luns_gen);
+        /* A command in flight holds the LUN across its deletion. */
+        struct scsi_lun *held = scsi_target_get_lun(t, 0);
+        ck_assert_ptr_nonnull(held);
+        ck_assert_int_eq(tdm_registry_lun_del(IQN1, 0, err, sizeof(err)), 0);
+        ck_assert_ptr_null(scsi_target_get_lun(t, 0));
+        ck_assert_uint_ne(atomic_load(&t->luns_gen), gen);
+        uint8_t buf[512];
+        ck_assert_int_eq(bs_read(held->bs, buf, sizeof(buf), 0), 0);
+        scsi_lun_put(held);
+        struct tdm_config c;
+        reload(&c);
+        ck_assert_uint_eq(tdm_config_find_target(&c, IQN1)->n_luns, 0);
+        tdm_config_free(&c);
+        ck_assert_int_eq(tdm_registry_lun_del(IQN1, 0, err, sizeof(err)), -ENOENT);
+        ck_assert_str_eq(err, "lun: no LUN 0 in " IQN1);
+        scsi_target_put(t);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- ACL and CHAP */
+
+static void collect_visible(void *arg, const char *iqn, uint16_t tpgt)
+{
+        char *out = arg;
+        char line[300];
+        snprintf(line, sizeof(line), "%s,%u;", iqn, tpgt);
+        strcat(out, line);
+}
+
+START_TEST(test_acl_decisions)
+{
+        char err[512] = "";
+        start_registry();
+        struct scsi_target *t = NULL;
+        struct tdm_auth auth;
+        ck_assert_int_eq(tdm_registry_login_target(IQN1, INI1, &t, &auth), 0);
+        ck_assert_ptr_nonnull(t);
+        ck_assert_str_eq(t->iqn, IQN1);
+        scsi_target_put(t);
+        ck_assert_int_eq(
+            tdm_registry_login_target(IQN1, "IQN.1993-08.ORG.DEBIAN:01:CLIENT1", &t, &auth), 0);
+        scsi_target_put(t);
+        t = NULL;
+        ck_assert_int_eq(tdm_registry_login_target(IQN1, INI2, &t, &auth), -EACCES);
+        ck_assert_ptr_null(t);
+        /* Empty ACL: nobody. */
+        ck_assert_int_eq(tdm_registry_login_target(IQN2, INI1, &t, &auth), -EACCES);
+        ck_assert_int_eq(tdm_registry_login_target("iqn.2024-01.org.example:none", INI1, &t, &auth),
+                         -ENOENT);
+
+        char seen[1024] = "";
+        tdm_registry_for_each_visible(INI1, NULL, collect_visible, seen);
+        ck_assert_str_eq(seen, IQN1 ",1;");
+        seen[0] = '\0';
+        tdm_registry_for_each_visible(INI2, NULL, collect_visible, seen);
+        ck_assert_str_eq(seen, "");
+
+        ck_assert_int_eq(tdm_registry_acl_add(IQN2, "ALL", err, sizeof(err)), 0);
+        ck_assert_int_eq(tdm_registry_login_target(IQN2, INI2, &t, &auth), 0);
+        scsi_target_put(t);
+        seen[0] = '\0';
+        tdm_registry_for_each_visible(INI1, NULL, collect_visible, seen);
+        ck_assert_str_eq(seen, IQN1 ",1;" IQN2 ",1;");
+        seen[0] = '\0';
+        tdm_registry_for_each_visible(INI1, IQN2, collect_visible, seen);
+        ck_assert_str_eq(seen, IQN2 ",1;");
+
+        ck_assert_int_eq(tdm_registry_acl_add(IQN1, INI2, err, sizeof(err)), 0);
+        ck_assert_int_eq(tdm_registry_login_target(IQN1, INI2, &t, &auth), 0);
+        scsi_target_put(t);
+        ck_assert_int_eq(tdm_registry_acl_del(IQN1, INI1, err, sizeof(err)), 0);
+        ck_assert_int_eq(tdm_registry_login_target(IQN1, INI1, &t, &auth), -EACCES);
+        ck_assert_int_eq(tdm_registry_acl_del(IQN1, INI1, err, sizeof(err)), -ENOENT);
+        ck_assert_str_eq(err, "initiator: " INI1 " is not in the ACL of " IQN1);
+        ck_assert_int_eq(tdm_registry_acl_add(IQN1, "x", err, sizeof(err)), -EINVAL);
+
+        struct tdm_config c;
+        reload(&c);
+        struct tdm_target_cfg *t1 = tdm_config_find_target(&c, IQN1);
+        ck_assert_uint_eq(t1->n_acl, 1);
+        ck_assert_str_eq(t1->acl[0], INI2);
+        ck_assert_str_eq(tdm_config_find_target(&c, IQN2)->acl[0], "ALL");
+        tdm_config_free(&c);
+}
+END_TEST
+
+START_TEST(test_chap_lookups)
+{
+        char err[512] = "";
+        start_registry();
+        struct scsi_target *t;
+        struct tdm_auth auth;
+        ck_assert_int_eq(tdm_registry_login_target(IQN1, INI1, &t, &auth), 0);
+        scsi_target_put(t);
+        ck_assert(!auth.chap.enabled);
+
+        struct tdm_chap_cfg chap = {.enabled = true, .mutual = true};
+        strcpy(chap.user, "alice");
+        strcpy(chap.secret, "alice-secret-1");
+        strcpy(chap.mutual_user, "target");
+        strcpy(chap.mutual_secret, "target-secret-1");
+        ck_assert_int_eq(tdm_registry_chap_set(IQN1, &chap, err, sizeof(err)), 0);
+        ck_assert_int_eq(tdm_registry_login_target(IQN1, INI1, &t, &auth), 0);
+        scsi_target_put(t);
+        ck_assert(auth.chap.enabled && auth.chap.mutual);
+        ck_assert_str_eq(auth.chap.user, "alice");
+        ck_assert_str_eq(auth.chap.secret, "alice-secret-1");
+        ck_assert_str_eq(auth.chap.mutual_secret, "target-secret-1");
+
+        tdm_registry_discovery_auth(&auth);
+        ck_assert(!auth.chap.enabled);
+        chap.mutual = false;
+        strcpy(chap.user, "disco");
+        ck_assert_int_eq(tdm_registry_chap_set(NULL, &chap, err, sizeof(err)), 0);
+        tdm_registry_discovery_auth(&auth);
+        ck_assert(auth.chap.enabled && !auth.chap.mutual);
+        ck_assert_str_eq(auth.chap.user, "disco");
+        ck_assert_str_eq(auth.chap.mutual_user, "");
+
+        strcpy(chap.secret, "short");
+        ck_assert_int_eq(tdm_registry_chap_set(IQN2, &chap, err, sizeof(err)), -EINVAL);
+        ck_assert_str_eq(err, "chap.secret: must be 12..255 printable characters (RFC 7143 wants "
+                              "at least 96 bits)");
+        ck_assert_int_eq(
+            tdm_registry_chap_set("iqn.2024-01.org.example:none", &chap, err, sizeof(err)),
+            -EINVAL); /* the secret is checked first */
+
+        struct tdm_config c;
+        reload(&c);
+        ck_assert_str_eq(c.discovery_chap.user, "disco");
+        ck_assert_str_eq(tdm_config_find_target(&c, IQN1)->chap.mutual_user, "target");
+        tdm_config_free(&c);
+
+        struct tdm_chap_cfg off = {0};
+        ck_assert_int_eq(tdm_registry_chap_set(IQN1, &off, err, sizeof(err)), 0);
+        ck_assert_int_eq(tdm_registry_login_target(IQN1, INI1, &t, &auth), 0);
+        scsi_target_put(t);
+        ck_assert(!auth.chap.enabled);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- persistence */
+
+START_TEST(test_reload_gives_same_identities)
+{
+        char err[512] = "";
+        start_registry();
+        struct tdm_lun_cfg l;
+        tdm_lun_defaults(&l);
+        l.size = 1 << 20;
+        uint8_t naa[3][16];
+        char serial[3][33];
+        for (int i = 0; i < 3; i++) {
+                l.lun = (uint64_t)i + 1;
+                snprintf(l.path, sizeof(l.path), "%s/id%d.img", dir, i);
+                ck_assert_msg(tdm_registry_lun_add(IQN2, &l, err, sizeof(err)) == 0, "%s", err);
+                struct scsi_lun *lun = live_lun(IQN2, l.lun);
+                memcpy(naa[i], lun->naa, 16);
+                memcpy(serial[i], lun->serial, 33);
+                scsi_lun_put(lun);
+        }
+        ck_assert_mem_ne(naa[0], naa[1], 16);
+        tdm_registry_fini();
+
+        struct tdm_config c;
+        reload(&c);
+        ck_assert(!c.identities_generated);
+        ck_assert_msg(tdm_registry_init(&c, conf, err, sizeof(err)) == 0, "%s", err);
+        tdm_config_free(&c);
+        for (int i = 0; i < 3; i++) {
+                struct scsi_lun *lun = live_lun(IQN2, (uint64_t)i + 1);
+                ck_assert_ptr_nonnull(lun);
+                ck_assert_mem_eq(lun->naa, naa[i], 16);
+                ck_assert_str_eq(lun->serial, serial[i]);
+                scsi_lun_put(lun);
+        }
+}
+END_TEST
+
+START_TEST(test_not_persisted_without_path)
+{
+        char err[512] = "";
+        struct tdm_config c;
+        ck_assert_int_eq(tdm_config_parse_string("", &c, err, sizeof(err)), 0);
+        ck_assert_int_eq(tdm_registry_init(&c, NULL, err, sizeof(err)), 0);
+        ck_assert_int_eq(tdm_registry_target_add(IQN1, err, sizeof(err)), 0);
+        ck_assert_int_eq(access(conf, F_OK), -1);
+        ck_assert_uint_eq(tdm_registry_config()->n_targets, 1);
+        tdm_config_free(&c);
+}
+END_TEST
+
+START_TEST(test_first_save_uses_running_settings)
+{
+        /* No file yet: the first save writes the settings the daemon runs with. */
+        char err[512] = "";
+        struct tdm_config c, back;
+        ck_assert_int_eq(
+            tdm_config_parse_string("threads = 6; instance = \"node-a\";", &c, err, sizeof(err)),
+            0);
+        ck_assert_int_eq(tdm_registry_init(&c, conf, err, sizeof(err)), 0);
+        ck_assert_int_eq(access(conf, F_OK), -1); /* nothing to save yet */
+        ck_assert_int_eq(tdm_registry_target_add(IQN1, err, sizeof(err)), 0);
+        reload(&back);
+        ck_assert_uint_eq(back.threads, 6);
+        ck_assert_str_eq(back.instance, "node-a");
+        ck_assert_uint_eq(back.n_targets, 1);
+        tdm_config_free(&c);
+        tdm_config_free(&back);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- concurrency */
+
+static atomic_bool stop_logins;
+
+static void *login_loop(void *arg)
+{
+        (void)arg;
+        unsigned long ok = 0;
+        while (!atomic_load(&stop_logins)) {
+                struct scsi_target *t;
+                struct tdm_auth auth;
+                if (tdm_registry_login_target(IQN1, INI1, &t, &auth) == 0) {
+                        struct scsi_lun *l = scsi_target_get_lun(t, 0);
+                        if (l)
+                                scsi_lun_put(l);
+                        scsi_target_put(t);
+                        ok++;
+                }
+                char seen[1024] = "";
+                tdm_registry_for_each_visible(INI1, NULL, collect_visible, seen);
+        }
+        return (void *)ok;
+}
+
+START_TEST(test_logins_during_admin_changes)
+{
+        char err[512] = "";
+        start_registry();
+        pthread_t th[2];
+        atomic_store(&stop_logins, false);
+        for (int i = 0; i < 2; i++)
+                pthread_create(&th[i], NULL, login_loop, NULL);
+        struct tdm_lun_cfg l;
+        tdm_lun_defaults(&l);
+        l.lun = 0;
+        l.size = 1 << 20;
+        snprintf(l.path, sizeof(l.path), "%s", file_in_dir("lun0.img"));
+        for (int i = 0; i < 20; i++) {
+                ck_assert_int_eq(tdm_registry_target_del(IQN1, err, sizeof(err)), 0);
+                ck_assert_int_eq(tdm_registry_target_add(IQN1, err, sizeof(err)), 0);
+                ck_assert_int_eq(tdm_registry_acl_add(IQN1, INI1, err, sizeof(err)), 0);
+                ck_assert_msg(tdm_registry_lun_add(IQN1, &l, err, sizeof(err)) == 0, "%s", err);
+                l.naa[0] = l.serial[0] = '\0';
+        }
+        atomic_store(&stop_logins, true);
+        unsigned long total = 0;
+        for (int i = 0; i < 2; i++) {
+                void *r;
+                pthread_join(th[i], &r);
+                total += (unsigned long)r;
+        }
+        ck_assert_uint_gt(total, 0);
+}
+END_TEST
+
+static Suite *registry_suite(void)
+{
+        Suite *s = suite_create("registry");
+        TCase *tc = tcase_create("registry");
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_set_timeout(tc, 60);
+        tcase_add_test(tc, test_init_builds_live_objects);
+        tcase_add_test(tc, test_init_persists_generated_identities);
+        tcase_add_test(tc, test_init_fails_naming_the_lun);
+        tcase_add_test(tc, test_target_add_del);
+        tcase_add_test(tc, test_lun_add_live);
+        tcase_add_test(tc, test_lun_add_failures_change_nothing);
+        tcase_add_test(tc, test_lun_del_live);
+        tcase_add_test(tc, test_acl_decisions);
+        tcase_add_test(tc, test_chap_lookups);
+        tcase_add_test(tc, test_reload_gives_same_identities);
+        tcase_add_test(tc, test_not_persisted_without_path);
+        tcase_add_test(tc, test_first_save_uses_running_settings);
+        tcase_add_test(tc, test_logins_during_admin_changes);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+int main(void)
+{
+        SRunner *sr = srunner_create(registry_suite());
+        srunner_run_all(sr, CK_NORMAL);
+        int failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
