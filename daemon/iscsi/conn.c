@@ -106,8 +106,9 @@ void iscsi_conn_destroy(struct iscsi_conn *c)
 		c->tx_head = tx->next;
 		if (tx->task_done)
 			iscsi_task_put(c, tx->task_done);
-		iscsi_tx_free(tx);
+		iscsi_tx_free(c, tx);
 	}
+	iscsi_tx_pool_drain(c);
 	while (c->task_free) {
 		struct iscsi_task *t = c->task_free;
 		c->task_free = t->free_next;

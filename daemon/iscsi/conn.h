@@ -97,6 +97,8 @@ struct iscsi_conn {
 
 	/* Transmit queue. */
 	struct iscsi_tx *tx_head, *tx_tail;
+	struct iscsi_tx *tx_pool;
+	uint32_t tx_pooled;
 	bool want_write;
 
 	/* Tasks waiting for Data-Out, by ITT. */
@@ -131,6 +133,9 @@ struct iscsi_session {
 	uint32_t queue_depth;
 	uint32_t stat_sn;
 	struct iscsi_conn *conn; /* MaxConnections = 1 */
+	/* LUN references held by the session, refreshed when the target's LUN set changes. */
+	struct scsi_lun *lun_cache[SCSI_MAX_LUNS];
+	unsigned lun_cache_gen;
 };
 
 /* conn.c */
@@ -144,7 +149,8 @@ void iscsi_conn_tick(struct iscsi_conn *c, uint64_t now_ns);
 /* tx.c */
 struct iscsi_tx *iscsi_tx_alloc(struct iscsi_conn *c);
 void iscsi_tx_queue(struct iscsi_conn *c, struct iscsi_tx *tx);
-void iscsi_tx_free(struct iscsi_tx *tx);
+void iscsi_tx_free(struct iscsi_conn *c, struct iscsi_tx *tx);
+void iscsi_tx_pool_drain(struct iscsi_conn *c);
 void iscsi_tx_seal(struct iscsi_conn *c, struct iscsi_tx *tx);
 void iscsi_send_reject(struct iscsi_conn *c, const uint8_t *bhs, uint8_t reason);
 void iscsi_fill_sn(struct iscsi_conn *c, uint8_t *bhs, bool advance_stat);
@@ -172,9 +178,13 @@ void iscsi_send_nop_ping(struct iscsi_conn *c);
 struct iscsi_session *iscsi_session_create(struct iscsi_conn *c, struct iscsi_login *l);
 void iscsi_session_destroy(struct iscsi_session *s);
 uint16_t iscsi_session_alloc_tsih(void *arg);
+/* Ends every session on target t (other than the one of except): cold reset. */
+void iscsi_sessions_drop_target(const struct scsi_target *t, const struct iscsi_conn *except);
 /* CmdSN window check; returns true if the command may proceed. */
 bool iscsi_session_check_cmdsn(struct iscsi_session *s, const uint8_t *bhs);
 uint32_t iscsi_session_max_cmdsn(const struct iscsi_session *s);
+/* A referenced LUN of the session's target, or NULL; no shared lock in the common case. */
+struct scsi_lun *iscsi_session_lun(struct iscsi_session *s, uint64_t id);
 
 /* worker.c */
 uint64_t tdm_now_ns(void);

@@ -27,7 +27,7 @@ int iscsi_nop_out(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data,
 	if (len) {
 		tx->owned = malloc(len);
 		if (!tx->owned) {
-			free(tx);
+			iscsi_tx_free(c, tx);
 			return 0;
 		}
 		memcpy(tx->owned, data, len);
@@ -184,6 +184,7 @@ int iscsi_tmf(struct iscsi_conn *c, const uint8_t *bhs)
 	uint64_t lun = UINT64_MAX;
 	bool lun_ok = iscsi_lun_decode(bhs + 8, &lun);
 	uint8_t response;
+	bool cold = false;
 	switch (function) {
 	case TMF_ABORT_TASK:
 		response = tmf_abort_task(c, bhs);
@@ -199,6 +200,12 @@ int iscsi_tmf(struct iscsi_conn *c, const uint8_t *bhs)
 		break;
 	case TMF_TARGET_WARM_RESET:
 		response = tmf_target_reset(c);
+		break;
+	case TMF_TARGET_COLD_RESET:
+		/* A warm reset, then every session of the target ends (ours after the answer). */
+		response = tmf_target_reset(c);
+		iscsi_sessions_drop_target(c->sess->target, c);
+		cold = true;
 		break;
 	case TMF_TASK_REASSIGN:
 		response = TMF_RSP_REASSIGN_UNSUPPORTED;
@@ -219,6 +226,10 @@ int iscsi_tmf(struct iscsi_conn *c, const uint8_t *bhs)
 	iscsi_put32(h + 16, iscsi_bhs_itt(bhs));
 	iscsi_fill_sn(c, h, true);
 	iscsi_tx_seal(c, tx);
+	if (cold) {
+		tx->close_after = true;
+		c->state = ISCSI_CONN_LOGOUT;
+	}
 	iscsi_tx_queue(c, tx);
 	return 0;
 }

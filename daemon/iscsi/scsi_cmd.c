@@ -312,7 +312,7 @@ int iscsi_scsi_cmd(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data
 	uint64_t lun_id = 0;
 	if (iscsi_lun_decode(bhs + 8, &lun_id)) {
 		t->scsi.lun_id = lun_id;
-		t->scsi.lun = scsi_target_get_lun(s->target, lun_id);
+		t->scsi.lun = iscsi_session_lun(s, lun_id);
 	} else {
 		t->scsi.lun_id = UINT64_MAX;
 	}

@@ -8,6 +8,7 @@
 
 #include "iscsi/conn.h"
 #include "tandem/log.h"
+#include "tandem/scsi_nexus.h"
 #include "tandem/session_info.h"
 
 static pthread_mutex_t sessions_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -71,6 +72,7 @@ struct iscsi_session *iscsi_session_create(struct iscsi_conn *c, struct iscsi_lo
 	if (s->target) {
 		scsi_nexus_init(&s->nexus, s->target, s->initiator);
 		s->nexus.id = s->id;
+		s->lun_cache_gen = atomic_load(&s->target->luns_gen);
 	}
 	pthread_mutex_lock(&sessions_lock);
 	reinstate_locked(s);
@@ -90,9 +92,57 @@ void iscsi_session_destroy(struct iscsi_session *s)
 		}
 	}
 	pthread_mutex_unlock(&sessions_lock);
-	if (s->target)
+	for (size_t i = 0; i < SCSI_MAX_LUNS; i++)
+		if (s->lun_cache[i])
+			scsi_lun_put(s->lun_cache[i]);
+	if (s->target) {
+		/* The I_T nexus ends here: its RESERVE(6/10) reservations go with it. */
+		scsi_nexus_fini(&s->nexus);
 		scsi_target_put(s->target);
+	}
 	free(s);
+}
+
+void iscsi_sessions_drop_target(const struct scsi_target *t, const struct iscsi_conn *except)
+{
+	pthread_mutex_lock(&sessions_lock);
+	for (struct iscsi_session *s = sessions; s; s = s->next) {
+		if (s->target != t || !s->conn || s->conn == except)
+			continue;
+		s->conn->kill = true;
+		shutdown(s->conn->fd, SHUT_RDWR);
+	}
+	pthread_mutex_unlock(&sessions_lock);
+}
+
+static void lun_cache_flush(struct iscsi_session *s)
+{
+	for (size_t i = 0; i < SCSI_MAX_LUNS; i++) {
+		if (s->lun_cache[i]) {
+			scsi_lun_put(s->lun_cache[i]);
+			s->lun_cache[i] = NULL;
+		}
+	}
+}
+
+struct scsi_lun *iscsi_session_lun(struct iscsi_session *s, uint64_t id)
+{
+	if (!s->target || id >= SCSI_MAX_LUNS)
+		return NULL;
+	unsigned gen = atomic_load_explicit(&s->target->luns_gen, memory_order_acquire);
+	if (gen != s->lun_cache_gen) {
+		lun_cache_flush(s);
+		s->lun_cache_gen = gen;
+	}
+	struct scsi_lun *lun = s->lun_cache[id];
+	if (!lun) {
+		lun = scsi_target_get_lun(s->target, id);
+		if (!lun)
+			return NULL;
+		s->lun_cache[id] = lun;
+	}
+	scsi_lun_get(lun);
+	return lun;
 }
 
 uint32_t iscsi_session_max_cmdsn(const struct iscsi_session *s)

@@ -8,19 +8,46 @@
 #include "iscsi/conn.h"
 #include "tandem/log.h"
 
+#define TX_POOL_MAX 256
+
+/* PDUs come from a per-connection pool: no allocation per I/O in steady state. */
 struct iscsi_tx *iscsi_tx_alloc(struct iscsi_conn *c)
 {
-	(void)c;
-	struct iscsi_tx *tx = calloc(1, sizeof(*tx));
-	if (tx)
-		tx->hdr_len = ISCSI_BHS_LEN;
+	struct iscsi_tx *tx = c->tx_pool;
+	if (tx) {
+		c->tx_pool = tx->next;
+		c->tx_pooled--;
+		memset(tx, 0, sizeof(*tx));
+	} else {
+		tx = calloc(1, sizeof(*tx));
+		if (!tx)
+			return NULL;
+	}
+	tx->hdr_len = ISCSI_BHS_LEN;
 	return tx;
 }
 
-void iscsi_tx_free(struct iscsi_tx *tx)
+void iscsi_tx_free(struct iscsi_conn *c, struct iscsi_tx *tx)
 {
 	free(tx->owned);
-	free(tx);
+	tx->owned = NULL;
+	if (c->tx_pooled >= TX_POOL_MAX) {
+		free(tx);
+		return;
+	}
+	tx->next = c->tx_pool;
+	c->tx_pool = tx;
+	c->tx_pooled++;
+}
+
+void iscsi_tx_pool_drain(struct iscsi_conn *c)
+{
+	while (c->tx_pool) {
+		struct iscsi_tx *tx = c->tx_pool;
+		c->tx_pool = tx->next;
+		free(tx);
+	}
+	c->tx_pooled = 0;
 }
 
 static void put_le32(uint8_t *p, uint32_t v)
@@ -88,7 +115,7 @@ void iscsi_send_reject(struct iscsi_conn *c, const uint8_t *bhs, uint8_t reason)
 		return;
 	tx->owned = malloc(ISCSI_BHS_LEN);
 	if (!tx->owned) {
-		free(tx);
+		iscsi_tx_free(c, tx);
 		return;
 	}
 	memcpy(tx->owned, bhs, ISCSI_BHS_LEN);
@@ -130,7 +157,7 @@ static void tx_complete(struct iscsi_conn *c, struct iscsi_tx *tx)
 {
 	if (tx->task_done)
 		iscsi_task_put(c, tx->task_done);
-	iscsi_tx_free(tx);
+	iscsi_tx_free(c, tx);
 }
 
 /* Returns 0 when all was sent or the socket is full, < 0 on error or close-after. */

@@ -79,13 +79,16 @@ static enum scsi_reason write_same_check(struct scsi_task *task, struct write_sa
         return SCSI_OK;
 }
 
-/* Zeroes deallocate (UNMAP on a thin LUN) or are written cheaply; a pattern is copied. */
+/*
+ * UNMAP (thin LUNs only) deallocates whatever the data-out block holds: the blocks then
+ * read back as zeroes (LBPRZ). Otherwise zeroes are written cheaply, a pattern is copied.
+ */
 static enum scsi_reason write_same_store(struct scsi_task *task, const struct write_same_req *rq)
 {
         struct scsi_lun *lun = task->lun;
         uint64_t off = rq->lba * lun->block_size;
-        uint64_t len = (uint64_t)rq->nblocks * lun->block_size;
-        if (!rq->ndob && !all_zero(task->data_out, lun->block_size))
+        uint64_t len = rq->nblocks * lun->block_size;
+        if (!rq->unmap && !rq->ndob && !all_zero(task->data_out, lun->block_size))
                 return write_same_pattern(task, rq);
         int rc = rq->unmap ? bs_unmap(lun->bs, off, len) : bs_write_zeroes(lun->bs, off, len);
         return rc < 0 ? lbp_io_error(task, rq->unmap ? "unmap" : "write zeroes", rc) : SCSI_OK;

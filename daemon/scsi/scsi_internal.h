@@ -111,13 +111,6 @@ static inline enum scsi_reason scsi_bad_param_field(struct scsi_task *task, uint
         return SR_INVALID_FIELD_PARAM;
 }
 
-/* Logical blocks spanned by a byte count (at least 1). */
-static inline uint32_t scsi_blocks_of(const struct scsi_lun *lun, uint32_t bytes)
-{
-        uint32_t n = bytes / lun->block_size;
-        return n ? n : 1;
-}
-
 /* True when [lba, lba + nblocks) lies inside the LUN (no overflow). */
 static inline bool scsi_lba_range_ok(const struct scsi_lun *lun, uint64_t lba, uint64_t nblocks)
 {
@@ -138,7 +131,6 @@ uint8_t scsi_sense_format(uint8_t *buf, size_t cap, enum scsi_reason reason,
 bool scsi_reason_has_sense(enum scsi_reason reason);
 
 /* ua.c: unit attentions of one nexus for one LUN. */
-enum scsi_reason scsi_ua_pending(struct scsi_nexus *nx, struct scsi_lun *lun);
 enum scsi_reason scsi_ua_take(struct scsi_nexus *nx, struct scsi_lun *lun);
 void scsi_ua_clear_luns_changed(struct scsi_nexus *nx);
 

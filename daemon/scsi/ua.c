@@ -28,16 +28,14 @@ static void ua_sync_all(struct scsi_nexus *nx, struct scsi_lun *lun)
                     atomic_load_explicit(&lun->ua_gen[k], memory_order_acquire);
 }
 
-/* The next condition to report; consume marks it reported. */
-static enum scsi_reason ua_next(struct scsi_nexus *nx, struct scsi_lun *lun, bool consume)
+/* The next condition to report for this nexus and LUN, marked as reported. */
+enum scsi_reason scsi_ua_take(struct scsi_nexus *nx, struct scsi_lun *lun)
 {
         if (lun->id >= SCSI_MAX_LUNS)
                 return SCSI_OK;
         if (nx->power_on_pending[lun->id]) {
-                if (consume) {
-                        nx->power_on_pending[lun->id] = false;
-                        ua_sync_all(nx, lun);
-                }
+                nx->power_on_pending[lun->id] = false;
+                ua_sync_all(nx, lun);
                 return SR_UA_POWER_ON_RESET;
         }
         for (int i = 0; i < SCSI_UA_KINDS; i++) {
@@ -45,34 +43,19 @@ static enum scsi_reason ua_next(struct scsi_nexus *nx, struct scsi_lun *lun, boo
                 unsigned gen = atomic_load_explicit(&lun->ua_gen[k], memory_order_acquire);
                 if (gen == nx->ua_seen[lun->id][k])
                         continue;
+                nx->ua_seen[lun->id][k] = gen;
                 /* The nexus that caused a change knows about it: no attention for it. */
-                if (atomic_load_explicit(&lun->ua_origin[k], memory_order_relaxed) == nx->id) {
-                        nx->ua_seen[lun->id][k] = gen;
-                        continue;
-                }
-                if (consume)
-                        nx->ua_seen[lun->id][k] = gen;
-                return ua_reason[k];
+                if (atomic_load_explicit(&lun->ua_origin[k], memory_order_relaxed) != nx->id)
+                        return ua_reason[k];
         }
         if (nx->target) {
                 unsigned gen = atomic_load_explicit(&nx->target->luns_gen, memory_order_acquire);
                 if (gen != nx->luns_gen_seen) {
-                        if (consume)
-                                nx->luns_gen_seen = gen;
+                        nx->luns_gen_seen = gen;
                         return SR_UA_LUNS_CHANGED;
                 }
         }
         return SCSI_OK;
-}
-
-enum scsi_reason scsi_ua_pending(struct scsi_nexus *nx, struct scsi_lun *lun)
-{
-        return ua_next(nx, lun, false);
-}
-
-enum scsi_reason scsi_ua_take(struct scsi_nexus *nx, struct scsi_lun *lun)
-{
-        return ua_next(nx, lun, true);
 }
 
 /* REPORT LUNS clears REPORTED LUNS DATA HAS CHANGED for the nexus that sent it. */

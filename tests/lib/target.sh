@@ -19,6 +19,8 @@
 # exactly one function below (tdm_tandem_conf, tdm_tandemd_start, tdm_tandemctl_*), so they can
 # be adjusted in one place when the daemon's interface settles.
 
+# shellcheck disable=SC2034 # the TARGET_* arrays are read by the scripts that source this file
+
 if [[ -n "${TDM_TARGET_SH_LOADED:-}" ]]; then
 	return 0
 fi
@@ -34,7 +36,7 @@ TDM_DEFAULT_SIZE=$((1024 * 1024 * 1024))
 # Per-target facts, keyed by the name given to target_start.
 declare -gA TARGET_KIND=() TARGET_PID=() TARGET_PORT=() TARGET_URL=() TARGET_IQN=()
 declare -gA TARGET_LUN=() TARGET_DIR=() TARGET_IMG=() TARGET_CTL=() TARGET_INSTANCE=()
-declare -gA TARGET_PORTAL=() TARGET_TID=() TARGET_LOG=()
+declare -gA TARGET_PORTAL=() TARGET_TID=() TARGET_LOG=() TARGET_SIZE=()
 TDM_CLEANUP_CMDS=()
 TDM_TMP_DIRS=()
 
@@ -168,6 +170,7 @@ tdm_tandem_conf()
 	cat >"$file" <<EOF
 listen = ["$TDM_HOST:$port"];
 state_dir = "$state";
+log = { file = "$state/tandemd.log"; level = "info"; syslog = false; };
 targets = (
   {
     iqn = "$iqn";
@@ -201,7 +204,7 @@ tdm_tandemctl_target_add() # name iqn
 }
 tdm_tandemctl_lun_add() # name iqn lun path size
 {
-	tdm_tandemctl "$1" lun add "$2" "$3" --path "$4" --size "$5" --thin
+	tdm_tandemctl "$1" lun add "$2" "$3" "$4" --size "$5" --thin
 }
 tdm_tandemctl_acl_add() # name iqn initiator
 {
@@ -211,9 +214,9 @@ tdm_tandemctl_acl_del() # name iqn initiator
 {
 	tdm_tandemctl "$1" acl del "$2" "$3"
 }
-tdm_tandemctl_chap_set() # name iqn user secret
+tdm_tandemctl_chap_set() # name iqn user secret (secret: 12..255 characters)
 {
-	tdm_tandemctl "$1" chap set "$2" --user "$3" --secret "$4"
+	tdm_tandemctl "$1" chap set "$2" "$3" "$4"
 }
 
 tandem_available()
@@ -295,6 +298,9 @@ target_start()
 {
 	local kind="$1" name="${2:-$1}" size="${3:-$TDM_DEFAULT_SIZE}" parent="${4:-}"
 	local dir port iqn="$TDM_DEFAULT_IQN" img
+	if [[ ! "$size" =~ ^[0-9]+$ ]]; then
+		size="$(numfmt --from=iec "$size")" || return 1 # 100M, 1G: powers of 1024
+	fi
 	tdm_mktemp_dir "$parent"
 	dir=$TDM_DIR
 	port="$(tdm_free_port)"
@@ -305,6 +311,7 @@ target_start()
 	TARGET_DIR[$name]=$dir
 	TARGET_IMG[$name]=$img
 	TARGET_IQN[$name]=$iqn
+	TARGET_SIZE[$name]=$size
 	TARGET_LOG[$name]="$dir/$kind.log"
 	TARGET_PORTAL[$name]="$TDM_HOST:$port"
 	case "$kind" in
@@ -317,27 +324,63 @@ target_start()
 		TARGET_INSTANCE[$name]="tdmtest-$$-$name"
 		TARGET_LUN[$name]=0
 		tdm_tandem_conf "$dir/tandem.conf" "$port" "$dir/state" "$iqn" "$img" "$size"
-		tdm_tandemd_start "$name" "$dir/tandem.conf" "$port" "$dir/state" \
-			"${TARGET_INSTANCE[$name]}" "${TARGET_LOG[$name]}"
 		;;
 	tgt)
 		TARGET_LUN[$name]=1
-		tdm_tgtd_start "$name" "$port" "${TARGET_LOG[$name]}" || return 1
-		tdm_tgt_target_add "$name" "$iqn" &&
-			tdm_tgt_lun_add "$name" "$iqn" 1 "$img" &&
-			tdm_tgtadm "$name" --op bind --mode target --tid 1 -I ALL || return 1
 		;;
 	*)
 		tdm_log "unknown target kind '$kind' (tandem|tgt)"
 		return 1
 		;;
 	esac
+	TARGET_URL[$name]="iscsi://$TDM_HOST:$port/$iqn/${TARGET_LUN[$name]}"
+	tdm_target_launch "$name"
+}
+
+# Start the daemon of an already described target (first start or restart) and wait for it.
+tdm_target_launch()
+{
+	local name="$1" dir="${TARGET_DIR[$1]}" port="${TARGET_PORT[$1]}"
+	case "${TARGET_KIND[$name]}" in
+	tandem)
+		tdm_tandemd_start "$name" "$dir/tandem.conf" "$port" "$dir/state" \
+			"${TARGET_INSTANCE[$name]}" "${TARGET_LOG[$name]}"
+		;;
+	tgt)
+		tdm_tgtd_start "$name" "$port" "${TARGET_LOG[$name]}" || return 1
+		tdm_tgt_target_add "$name" "${TARGET_IQN[$name]}" &&
+			tdm_tgt_lun_add "$name" "${TARGET_IQN[$name]}" 1 "${TARGET_IMG[$name]}" &&
+			tdm_tgtadm "$name" --op bind --mode target --tid 1 -I ALL || return 1
+		;;
+	esac
 	if ! tdm_wait_port "$TDM_HOST" "$port" 20 "${TARGET_PID[$name]}"; then
-		tdm_log "$kind did not answer on $TDM_HOST:$port; log:"
+		tdm_log "${TARGET_KIND[$name]} did not answer on $TDM_HOST:$port; log:"
 		cat "${TARGET_LOG[$name]}" >&2 || true
 		return 1
 	fi
-	TARGET_URL[$name]="iscsi://$TDM_HOST:$port/$iqn/${TARGET_LUN[$name]}"
+}
+
+# Kill the target daemon without warning (SIGKILL), as a crash would. Its files stay.
+target_kill()
+{
+	local name="$1" pid="${TARGET_PID[$1]:-}"
+	[[ -n "$pid" ]] || return 0
+	kill -KILL "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+	unset "TARGET_PID[$name]"
+	if [[ "${TARGET_KIND[$name]}" == tgt ]]; then
+		rm -f "/var/run/tgtd/socket.${TARGET_CTL[$name]}" \
+			"/var/run/tgtd/socket.${TARGET_CTL[$name]}.lock"
+	fi
+}
+
+# Start a stopped or killed target again on the same port with the same LUN file (and, for
+# tandemd, the same state directory). On tgt only the first target is recreated.
+target_restart()
+{
+	local name="$1"
+	[[ -z "${TARGET_PID[$name]:-}" ]] || target_stop "$name"
+	tdm_target_launch "$name"
 }
 
 target_stop()

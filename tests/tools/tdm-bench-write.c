@@ -325,5 +325,8 @@ int main(int argc, char **argv)
         if (!b.fatal)
                 iscsi_logout_sync(b.iscsi);
         iscsi_destroy_context(b.iscsi);
+        for (unsigned i = 0; i < opt.qd; i++)
+                free(b.slots[i].buf);
+        free(b.slots);
         return rc == 0 ? 0 : 1;
 }

@@ -870,6 +870,74 @@ static int alloc_ios(struct run *r)
         return 0;
 }
 
+static void run_free(struct run *r, struct region *rg, struct journal *jr)
+{
+        if (r->ios != NULL)
+                for (unsigned i = 0; i < r->opt->qd; i++)
+                        free(r->ios[i].buf);
+        free(r->ios);
+        free(rg->acked_seq);
+        free(rg->issued_seq);
+        free(rg->busy);
+        if (jr->fd >= 0)
+                close(jr->fd);
+        free(jr->buf);
+        if (r->iscsi != NULL) {
+                if (!r->fatal)
+                        iscsi_logout_sync(r->iscsi);
+                iscsi_destroy_context(r->iscsi);
+        }
+}
+
+/* Write mode: the run, then optionally the read-back from the in-memory record. */
+static int write_mode(struct run *r, struct journal *jr, uint32_t block_size, uint64_t lun_blocks)
+{
+        const struct options *opt = r->opt;
+        struct region *rg = r->rg;
+        int rc;
+
+        if (region_from_options(opt, block_size, lun_blocks, rg) != 0 || alloc_ios(r) != 0)
+                return -EINVAL;
+        if (opt->journal != NULL) {
+                if (journal_create(jr, opt->journal, rg) != 0)
+                        return -EIO;
+                r->jr = jr;
+        }
+        r->next_seq = 1;
+        fprintf(stderr,
+                "tdm-writer: run %016" PRIx64 " lba %" PRIu64 "+%" PRIu64 " (%" PRIu64
+                " slots of %u blocks of %u bytes), qd %u, %s\n",
+                rg->run_id, rg->lba_start, rg->nblocks, rg->nslots, rg->io_blocks, rg->block_size,
+                opt->qd, opt->random ? "random" : "sequential");
+        rc = write_loop(r);
+        if (r->errors > 0 && rc == 0)
+                rc = 1;
+        if (opt->verify_after && !r->fatal) {
+                stop_requested = 0;
+                r->errors = 0;
+                int vrc = verify_loop(r);
+                if (vrc != 0 && rc == 0)
+                        rc = vrc;
+        }
+        return rc;
+}
+
+static int verify_mode(struct run *r, uint32_t block_size, uint64_t lun_blocks)
+{
+        struct region *rg = r->rg;
+
+        if (journal_load(r->opt->journal, rg) != 0)
+                return -EINVAL;
+        if (rg->block_size != block_size || rg->lba_start + rg->nblocks > lun_blocks) {
+                fprintf(stderr, "tdm-writer: journal geometry does not match the LUN\n");
+                return -EINVAL;
+        }
+        if (alloc_ios(r) != 0)
+                return -ENOMEM;
+        return verify_loop(r);
+}
+
+/* Exit status: 0 all good, 1 errors or lost/corrupt data found, 2 could not run. */
 int main(int argc, char **argv)
 {
         struct options opt;
@@ -878,7 +946,7 @@ int main(int argc, char **argv)
         struct run r = {0};
         uint32_t block_size;
         uint64_t lun_blocks;
-        int rc;
+        int rc = -EIO;
 
         if (parse_options(argc, argv, &opt) != 0) {
                 usage(stderr);
@@ -892,53 +960,12 @@ int main(int argc, char **argv)
         r.rg = &rg;
         r.rng = opt.seed | 1;
         r.iscsi = session_open(&opt, &r.lun);
-        if (r.iscsi == NULL)
-                return 2;
-        if (read_capacity(r.iscsi, r.lun, &block_size, &lun_blocks) != 0)
-                return 2;
-
-        if (strcmp(opt.mode, "verify") == 0) {
-                if (journal_load(opt.journal, &rg) != 0)
-                        return 2;
-                if (rg.block_size != block_size || rg.lba_start + rg.nblocks > lun_blocks) {
-                        fprintf(stderr, "tdm-writer: journal geometry does not match the LUN\n");
-                        return 2;
-                }
-                if (alloc_ios(&r) != 0)
-                        return 2;
-                rc = verify_loop(&r);
-        } else {
-                if (region_from_options(&opt, block_size, lun_blocks, &rg) != 0 ||
-                    alloc_ios(&r) != 0)
-                        return 2;
-                if (opt.journal != NULL) {
-                        if (journal_create(&jr, opt.journal, &rg) != 0)
-                                return 2;
-                        r.jr = &jr;
-                }
-                r.next_seq = 1;
-                fprintf(stderr,
-                        "tdm-writer: run %016" PRIx64 " lba %" PRIu64 "+%" PRIu64 " (%" PRIu64
-                        " slots of %u blocks of %u bytes), qd %u, %s\n",
-                        rg.run_id, rg.lba_start, rg.nblocks, rg.nslots, rg.io_blocks, rg.block_size,
-                        opt.qd, opt.random ? "random" : "sequential");
-                rc = write_loop(&r);
-                if (r.errors > 0 && rc == 0)
-                        rc = 1;
-                if (opt.verify_after && !r.fatal) {
-                        stop_requested = 0;
-                        r.errors = 0;
-                        int vrc = verify_loop(&r);
-                        if (vrc != 0 && rc == 0)
-                                rc = vrc;
-                }
-                if (jr.fd >= 0)
-                        close(jr.fd);
+        if (r.iscsi != NULL && read_capacity(r.iscsi, r.lun, &block_size, &lun_blocks) == 0) {
+                if (strcmp(opt.mode, "verify") == 0)
+                        rc = verify_mode(&r, block_size, lun_blocks);
+                else
+                        rc = write_mode(&r, &jr, block_size, lun_blocks);
         }
-        if (!r.fatal)
-                iscsi_logout_sync(r.iscsi);
-        iscsi_destroy_context(r.iscsi);
-        if (rc < 0)
-                return 2;
-        return rc;
+        run_free(&r, &rg, &jr);
+        return rc < 0 ? 2 : rc;
 }

@@ -376,6 +376,11 @@ START_TEST(write_same_unmap)
         uint8_t zero[512] = {0};
         h_assert_good(write_same(0x41, 8, 16, 0x08, zero, 512));
         check_lba_status_after_unmap();
+        /* UNMAP deallocates whatever the data-out block holds: zeroes read back */
+        uint8_t ones[512];
+        memset(ones, 0xff, sizeof(ones));
+        h_assert_good(write_same(0x93, 100, 8, 0x08, ones, 512));
+        ck_assert(h_all_zero(h_read10(100, 8)->data_in, 8 * 512));
         free(buf);
 }
 END_TEST
