@@ -17,7 +17,8 @@
 #include "tandem/registry.h"
 
 #define RX_INITIAL (64 * 1024)
-#define LOGIN_DSL_LIMIT (64 * 1024)
+/* During login the default MaxRecvDataSegmentLength (8192) bounds every PDU (RFC 7143 13.12). */
+#define LOGIN_DSL_LIMIT 8192
 /* Data-Out payloads at least this large skip the receive buffer. */
 #define DIRECT_RX_MIN (32 * 1024)
 
@@ -108,6 +109,8 @@ void iscsi_conn_destroy(struct iscsi_conn *c)
 			iscsi_task_put(c, tx->task_done);
 		iscsi_tx_free(c, tx);
 	}
+	if (c->discard_reply)
+		iscsi_tx_free(c, c->discard_reply);
 	iscsi_tx_pool_drain(c);
 	while (c->task_free) {
 		struct iscsi_task *t = c->task_free;
@@ -248,6 +251,65 @@ static int rx_reserve(struct iscsi_conn *c, uint32_t need)
 }
 
 /*
+ * A login PDU above the login-phase limit: its payload is read and dropped (closing with
+ * unread data would reset the connection and lose our answer), then the login fails with
+ * an initiator error.
+ */
+static void login_refuse_oversized(struct iscsi_conn *c, const uint8_t *pdu, uint32_t avail,
+				   uint32_t dsl)
+{
+	log_warn("%s: login PDU with %u bytes of text (limit %u): login refused", c->peer, dsl,
+		 LOGIN_DSL_LIMIT);
+	struct iscsi_tx *tx = iscsi_tx_alloc(c);
+	if (tx) {
+		uint8_t *h = tx->hdr;
+		h[0] = ISCSI_OP_LOGIN_RSP;
+		memcpy(h + 8, pdu + 8, 6); /* ISID */
+		iscsi_put32(h + 16, iscsi_bhs_itt(pdu));
+		iscsi_put32(h + 24, iscsi_get32(pdu + 28)); /* StatSN = ExpStatSN */
+		iscsi_put32(h + 28, iscsi_get32(pdu + 24));
+		iscsi_put32(h + 32, iscsi_get32(pdu + 24));
+		iscsi_put16(h + 36, ISCSI_LOGIN_INITIATOR_ERROR);
+		tx->close_after = true;
+		iscsi_tx_seal(c, tx);
+	}
+	uint32_t total = ISCSI_BHS_LEN + iscsi_bhs_ahs_len(pdu) + dsl + iscsi_pad4(dsl);
+	c->rx_discard = total > avail ? total - avail : 0;
+	c->rx_off = c->rx_len = 0;
+	c->discard_reply = tx;
+	c->state = ISCSI_CONN_LOGOUT; /* parse nothing more */
+	if (c->rx_discard == 0 && tx) {
+		iscsi_tx_queue(c, tx);
+		c->discard_reply = NULL;
+	}
+}
+
+/* Drop bytes of a refused PDU; returns 1 when done, 0 when more is to come. */
+static int rx_discard(struct iscsi_conn *c)
+{
+	uint8_t sink[16384];
+	while (c->rx_discard) {
+		size_t want = c->rx_discard < sizeof(sink) ? c->rx_discard : sizeof(sink);
+		ssize_t n = recv(c->fd, sink, want, MSG_DONTWAIT);
+		if (n == 0)
+			return -ECONNRESET;
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return 0;
+			return -errno;
+		}
+		c->rx_discard -= (uint32_t)n;
+	}
+	if (c->discard_reply) {
+		iscsi_tx_queue(c, c->discard_reply);
+		c->discard_reply = NULL;
+	}
+	return 1;
+}
+
+/*
  * A Data-Out whose header is here but whose large payload is not: copy what arrived and
  * receive the rest straight into the task's buffer (no second copy of bulk write data).
  */
@@ -322,6 +384,10 @@ static int rx_process(struct iscsi_conn *c, uint32_t *need)
 		uint32_t ahs = iscsi_bhs_ahs_len(pdu);
 		uint32_t dsl = iscsi_bhs_dsl(pdu);
 		uint32_t limit = ffp ? c->sess->params.max_recv_dsl : LOGIN_DSL_LIMIT;
+		if (!ffp && dsl > limit && iscsi_bhs_opcode(pdu) == ISCSI_OP_LOGIN_REQ) {
+			login_refuse_oversized(c, pdu, avail, dsl);
+			return 0;
+		}
 		if (dsl > limit) {
 			log_warn("%s: DataSegmentLength %u above the negotiated %u: closing", c->peer,
 				 dsl, limit);
@@ -369,6 +435,12 @@ static int rx_process(struct iscsi_conn *c, uint32_t *need)
 int iscsi_conn_on_readable(struct iscsi_conn *c)
 {
 	for (int round = 0; round < 4; round++) {
+		if (c->rx_discard || c->discard_reply) {
+			int rc = rx_discard(c);
+			if (rc < 0)
+				return rc;
+			break;
+		}
 		if (c->direct.task) {
 			int rc = rx_direct(c);
 			if (rc < 0)

@@ -94,6 +94,8 @@ struct iscsi_conn {
 		uint32_t len, left;
 	} direct;
 	bool direct_declined; /* the buffered PDU in front was already judged */
+	uint32_t rx_discard;  /* bytes of a refused PDU still to drop */
+	struct iscsi_tx *discard_reply; /* sent once they are dropped */
 
 	/* Transmit queue. */
 	struct iscsi_tx *tx_head, *tx_tail;

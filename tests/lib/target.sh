@@ -38,6 +38,7 @@ declare -gA TARGET_KIND=() TARGET_PID=() TARGET_PORT=() TARGET_URL=() TARGET_IQN
 declare -gA TARGET_LUN=() TARGET_DIR=() TARGET_IMG=() TARGET_CTL=() TARGET_INSTANCE=()
 declare -gA TARGET_PORTAL=() TARGET_TID=() TARGET_LOG=() TARGET_SIZE=()
 TDM_CLEANUP_CMDS=()
+TARGET_STOP_PROBLEM=""
 TDM_TMP_DIRS=()
 
 tdm_log()
@@ -181,12 +182,13 @@ targets = (
 EOF
 }
 
-# The one place that starts tandemd. Args: name conf port state_dir instance log
+# The one place that starts tandemd (output appended to log: a restart keeps what came
+# before, and a sanitizer report is never overwritten). Args: name conf port state_dir instance log
 tdm_tandemd_start()
 {
 	local name="$1" conf="$2" port="$3" state="$4" instance="$5" log="$6"
 	"$TANDEM_BIN_DIR/tandemd" --foreground --config "$conf" --listen "$TDM_HOST:$port" \
-		--state-dir "$state" --instance "$instance" >"$log" 2>&1 &
+		--state-dir "$state" --instance "$instance" >>"$log" 2>&1 &
 	TARGET_PID[$name]=$!
 }
 
@@ -248,7 +250,7 @@ tdm_tgtd_start()
 		ctl=$((1000 + RANDOM % 31000))
 		[[ -e "/var/run/tgtd/socket.$ctl" ]] || break
 	done
-	tgtd -f -C "$ctl" --iscsi "portal=$TDM_HOST:$port" >"$log" 2>&1 &
+	tgtd -f -C "$ctl" --iscsi "portal=$TDM_HOST:$port" >>"$log" 2>&1 &
 	TARGET_PID[$name]=$!
 	TARGET_CTL[$name]=$ctl
 	TARGET_TID[$name]=0
@@ -402,6 +404,51 @@ target_stop()
 			"/var/run/tgtd/socket.${TARGET_CTL[$name]}.lock"
 	fi
 	unset "TARGET_PID[$name]"
+}
+
+# Stop a target and judge how it went: it must exit on TERM within 10 s with status 0 (tandemd
+# only; tgtd is stopped through tgtadm) and its logs must hold no AddressSanitizer,
+# LeakSanitizer or UndefinedBehaviorSanitizer report. Returns 0 if clean; otherwise sets
+# TARGET_STOP_PROBLEM to the reason (with the first lines of a report) and returns 1.
+# Call it directly, not in $(...): it must wait for its own child.
+target_stop_checked()
+{
+	local name="$1" pid="${TARGET_PID[$1]:-}" status=0 deadline why=""
+	TARGET_STOP_PROBLEM=""
+	if [[ -z "$pid" ]]; then
+		TARGET_STOP_PROBLEM="not running (died earlier?)"
+		return 1
+	fi
+	if [[ "${TARGET_KIND[$name]}" == tandem ]]; then
+		kill -TERM "$pid" 2>/dev/null || true
+		deadline=$((SECONDS + 10))
+		while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do
+			sleep 0.1
+		done
+		if kill -0 "$pid" 2>/dev/null; then
+			why="did not exit within 10 s of SIGTERM"
+			kill -KILL "$pid" 2>/dev/null || true
+		fi
+		wait "$pid" 2>/dev/null || status=$?
+		unset "TARGET_PID[$name]"
+		if [[ -z "$why" && "$status" != 0 ]]; then
+			why="exited with status $status"
+		fi
+	else
+		target_stop "$name"
+	fi
+	local log_files=("${TARGET_LOG[$name]}") report
+	[[ -f "${TARGET_DIR[$name]}/state/tandemd.log" ]] &&
+		log_files+=("${TARGET_DIR[$name]}/state/tandemd.log")
+	report="$(grep -h -m 3 -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|SUMMARY: (AddressSanitizer|UndefinedBehaviorSanitizer)' \
+		"${log_files[@]}" 2>/dev/null | tr '\n' ' ' | cut -c1-400)" || true
+	if [[ -n "$report" ]]; then
+		why="${why:+$why; }sanitizer report in ${TARGET_LOG[$name]}: $report"
+	fi
+	if [[ -n "$why" ]]; then
+		TARGET_STOP_PROBLEM="$why"
+		return 1
+	fi
 }
 
 # URL of LUN `lun` of target `iqn` on the portal of `name`, optionally with CHAP credentials.

@@ -67,6 +67,7 @@ struct options {
         bool verify_after;
         bool fua;
         unsigned max_stall_s;
+        unsigned liveness_s;
         uint64_t seed;
 };
 
@@ -120,6 +121,8 @@ struct run {
         uint64_t max_latency_ns;
         uint64_t max_stall_ns;
         uint64_t last_progress_ns;
+        uint64_t last_forced_reconnect_ns;
+        unsigned forced_reconnects;
         bool fatal;
         /* verify */
         uint64_t checked, lost, corrupt, unwritten, reported;
@@ -498,6 +501,28 @@ static int issue_write(struct run *r)
         return 0;
 }
 
+/*
+ * Our own liveness check: libiscsi sends no NOP-Outs, so a portal that went silent (no RST,
+ * e.g. while a floating IP moves) would hold the commands forever. With --reconnect, after
+ * --liveness seconds without any completion, drop the connection and let libiscsi log in
+ * again and resend what is unfinished.
+ */
+static void liveness_check(struct run *r)
+{
+        uint64_t now = now_ns(), limit = (uint64_t)r->opt->liveness_s * 1000000000ull;
+
+        if (!r->opt->reconnect || r->opt->liveness_s == 0 || r->inflight == 0)
+                return;
+        if (now - r->last_progress_ns < limit || now - r->last_forced_reconnect_ns < limit)
+                return;
+        fprintf(stderr, "tdm-writer: no completion for %u s with %u in flight; reconnecting\n",
+                r->opt->liveness_s, r->inflight);
+        r->last_forced_reconnect_ns = now;
+        r->forced_reconnects++;
+        if (iscsi_reconnect(r->iscsi) != 0)
+                fprintf(stderr, "tdm-writer: reconnect: %s\n", iscsi_get_error(r->iscsi));
+}
+
 static bool stall_exceeded(struct run *r)
 {
         if (r->inflight == 0 || r->opt->max_stall_s == 0)
@@ -525,6 +550,7 @@ static int write_loop(struct run *r)
                        (r->opt->count == 0 || r->issued < r->opt->count))
                         if (issue_write(r) != 0)
                                 return -EIO;
+                liveness_check(r);
                 if (service_once(r) != 0 || stall_exceeded(r)) {
                         r->fatal = true;
                         break;
@@ -539,10 +565,10 @@ static int write_loop(struct run *r)
         double secs = (double)(now_ns() - start) / 1e9;
         printf("tdm-writer: mode=write writes=%" PRIu64 " acked=%" PRIu64 " errors=%" PRIu64
                " inflight_at_end=%u elapsed_s=%.1f iops=%.0f max_latency_ms=%.0f"
-               " max_stall_ms=%.0f\n",
+               " max_stall_ms=%.0f forced_reconnects=%u\n",
                r->issued, r->acked, r->errors, r->inflight, secs,
                secs > 0 ? (double)r->acked / secs : 0.0, (double)r->max_latency_ns / 1e6,
-               (double)r->max_stall_ns / 1e6);
+               (double)r->max_stall_ns / 1e6, r->forced_reconnects);
         fflush(stdout);
         return r->fatal ? -EIO : 0;
 }
@@ -679,6 +705,7 @@ static int verify_loop(struct run *r)
                         r->inflight++;
                         continue;
                 }
+                liveness_check(r);
                 if (service_once(r) != 0 || stall_exceeded(r)) {
                         r->fatal = true;
                         break;
@@ -715,6 +742,8 @@ static void usage(FILE *f)
                "  --verify          read back and verify at the end of a write run\n"
                "  --fua             set FUA on writes\n"
                "  --max-stall S     give up after S s without a completion (default 120, 0=never)\n"
+               "  --liveness S      with --reconnect: reconnect after S s without a completion\n"
+               "                    (default 15, above the target's I/O hold; 0=off)\n"
                "  --seed N          random seed (default: time)\n"
                "  --initiator IQN   initiator name\n");
 }
@@ -735,6 +764,7 @@ static int parse_options(int argc, char **argv, struct options *o)
             {"verify", no_argument, NULL, 'V'},
             {"fua", no_argument, NULL, 'F'},
             {"max-stall", required_argument, NULL, 'm'},
+            {"liveness", required_argument, NULL, 'L'},
             {"seed", required_argument, NULL, 'e'},
             {"initiator", required_argument, NULL, 'i'},
             {"help", no_argument, NULL, 'h'},
@@ -746,6 +776,7 @@ static int parse_options(int argc, char **argv, struct options *o)
                               .io_bytes = 4096,
                               .random = true,
                               .max_stall_s = 120,
+                              .liveness_s = 15,
                               .seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32),
                               .initiator = "iqn.2026-11.io.tandem:tdm-writer"};
         while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -788,6 +819,9 @@ static int parse_options(int argc, char **argv, struct options *o)
                         break;
                 case 'm':
                         o->max_stall_s = (unsigned)strtoul(optarg, NULL, 0);
+                        break;
+                case 'L':
+                        o->liveness_s = (unsigned)strtoul(optarg, NULL, 0);
                         break;
                 case 'e':
                         o->seed = strtoull(optarg, NULL, 0);
