@@ -30,7 +30,7 @@ static int bs_query_size(int fd, bool is_blockdev, uint64_t *size)
 
 static int bs_open_fd(const char *path, const struct bs_open_opts *opts)
 {
-	int flags = O_RDWR | O_CLOEXEC;
+	int flags = (opts->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC;
 	if (!opts->must_exist && opts->create_size > 0)
 		flags |= O_CREAT;
 	if (opts->direct)
@@ -43,6 +43,8 @@ int bs_open(const char *path, const struct bs_open_opts *opts, struct bs_dev **o
 {
 	if (strlen(path) >= sizeof(((struct bs_dev *)0)->path))
 		return -ENAMETOOLONG;
+	if (opts->read_only && opts->create_size > 0)
+		return -EINVAL;
 	int fd = bs_open_fd(path, opts);
 	if (fd < 0)
 		return fd;
@@ -99,7 +101,41 @@ int bs_refresh_size(struct bs_dev *bs)
 	return bs_query_size(bs->fd, bs->is_blockdev, &bs->size);
 }
 
+/* O_DIRECT wants aligned memory; 4096 satisfies every device's logical block size. */
+#define DIRECT_MEM_ALIGN 4096
+
+static bool direct_mem_aligned(const struct iovec *iov, int iovcnt)
+{
+	for (int i = 0; i < iovcnt; i++)
+		if (((uintptr_t)iov[i].iov_base | iov[i].iov_len) & (DIRECT_MEM_ALIGN - 1))
+			return false;
+	return true;
+}
+
+static int bs_read_plain(struct bs_dev *bs, void *buf, size_t len, uint64_t off);
+
+/* Reads into an aligned bounce buffer when the caller's buffer does not suit O_DIRECT. */
+static int bs_read_bounced(struct bs_dev *bs, void *buf, size_t len, uint64_t off)
+{
+	void *bounce;
+	if (posix_memalign(&bounce, DIRECT_MEM_ALIGN, len ? len : 1) != 0)
+		return -ENOMEM;
+	int rc = bs_read_plain(bs, bounce, len, off);
+	if (rc == 0)
+		memcpy(buf, bounce, len);
+	free(bounce);
+	return rc;
+}
+
 int bs_read(struct bs_dev *bs, void *buf, size_t len, uint64_t off)
+{
+	struct iovec iov = {.iov_base = buf, .iov_len = len};
+	if (bs->direct && !direct_mem_aligned(&iov, 1))
+		return bs_read_bounced(bs, buf, len, off);
+	return bs_read_plain(bs, buf, len, off);
+}
+
+static int bs_read_plain(struct bs_dev *bs, void *buf, size_t len, uint64_t off)
 {
 	uint8_t *p = buf;
 	while (len > 0) {
@@ -141,7 +177,37 @@ static void iov_advance(struct iovec **iov, int *iovcnt, size_t n)
 	}
 }
 
-int bs_writev(struct bs_dev *bs, const struct iovec *iov_in, int iovcnt, uint64_t off)
+static int bs_writev_plain(struct bs_dev *bs, const struct iovec *iov_in, int iovcnt,
+			   uint64_t off);
+
+static int bs_writev_bounced(struct bs_dev *bs, const struct iovec *iov, int iovcnt, uint64_t off)
+{
+	size_t len = 0;
+	for (int i = 0; i < iovcnt; i++)
+		len += iov[i].iov_len;
+	uint8_t *bounce;
+	if (posix_memalign((void **)&bounce, DIRECT_MEM_ALIGN, len ? len : 1) != 0)
+		return -ENOMEM;
+	size_t at = 0;
+	for (int i = 0; i < iovcnt; i++) {
+		memcpy(bounce + at, iov[i].iov_base, iov[i].iov_len);
+		at += iov[i].iov_len;
+	}
+	struct iovec one = {.iov_base = bounce, .iov_len = len};
+	int rc = bs_writev_plain(bs, &one, 1, off);
+	free(bounce);
+	return rc;
+}
+
+int bs_writev(struct bs_dev *bs, const struct iovec *iov, int iovcnt, uint64_t off)
+{
+	if (bs->direct && !direct_mem_aligned(iov, iovcnt))
+		return bs_writev_bounced(bs, iov, iovcnt, off);
+	return bs_writev_plain(bs, iov, iovcnt, off);
+}
+
+static int bs_writev_plain(struct bs_dev *bs, const struct iovec *iov_in, int iovcnt,
+			   uint64_t off)
 {
 	struct iovec local[64];
 	if (iovcnt > 64)
@@ -210,7 +276,7 @@ int bs_write_zeroes(struct bs_dev *bs, uint64_t off, uint64_t len)
 		return 0;
 	}
 	/* Filesystems without ZERO_RANGE (tmpfs before 6.x): write a zero buffer. */
-	static const uint8_t zero[65536];
+	static const uint8_t zero[65536] __attribute__((aligned(DIRECT_MEM_ALIGN)));
 	while (len > 0) {
 		size_t n = len < sizeof(zero) ? (size_t)len : sizeof(zero);
 		int rc = bs_write(bs, zero, n, off);

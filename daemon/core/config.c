@@ -547,6 +547,11 @@ static int validate_iscsi(const struct tdm_iscsi_cfg *c, char *err, size_t errle
         return 0;
 }
 
+/* A read-only LUN exports its file or device as it is: nothing may create or grow it. */
+#define READONLY_SIZE_MSG                                                                          \
+        "a read-only LUN cannot create or grow its backing store: leave size out (the existing "  \
+        "size is used)"
+
 static int validate_lun(const struct tdm_lun_cfg *l, const char *f, char *err, size_t errlen)
 {
         char g[FIELD_MAX];
@@ -567,6 +572,8 @@ static int validate_lun(const struct tdm_lun_cfg *l, const char *f, char *err, s
         field_join(g, f, "size");
         if (l->size % bs != 0)
                 return fail(err, errlen, -EINVAL, g, "must be a positive multiple of %u", bs);
+        if (l->readonly && l->size)
+                return fail(err, errlen, -EINVAL, g, READONLY_SIZE_MSG);
         field_join(g, f, "naa");
         if (!tdm_naa_valid(l->naa))
                 return fail(err, errlen, -EINVAL, g,
@@ -949,8 +956,8 @@ static int parse_iscsi(struct parser *p, const config_setting_t *s)
 static int parse_lun(struct parser *p, const config_setting_t *s, const char *field,
                      struct tdm_lun_cfg *l)
 {
-        static const char *const keys[] = {"lun",        "path", "size",   "thin", "direct",
-                                           "block_size", "naa",  "serial", "wce",  NULL};
+        static const char *const keys[] = {"lun", "path",   "size", "thin",     "direct", "block_size",
+                                           "naa", "serial", "wce",  "readonly", NULL};
         char f[FIELD_MAX];
         const config_setting_t *m;
         int rc;
@@ -981,6 +988,8 @@ static int parse_lun(struct parser *p, const config_setting_t *s, const char *fi
         if ((m = member(s, "direct", field, f)) && (rc = get_bool(p, m, f, &l->direct)))
                 return rc;
         if ((m = member(s, "wce", field, f)) && (rc = get_bool(p, m, f, &l->wce)))
+                return rc;
+        if ((m = member(s, "readonly", field, f)) && (rc = get_bool(p, m, f, &l->readonly)))
                 return rc;
         if ((m = member(s, "naa", field, f)) && (rc = get_string(p, m, f, l->naa, sizeof(l->naa))))
                 return rc;
@@ -1230,6 +1239,8 @@ static void tree_lun(config_setting_t *list, const struct tdm_lun_cfg *l)
         add_bool(g, "thin", l->thin);
         add_bool(g, "direct", l->direct);
         add_bool(g, "wce", l->wce);
+        if (l->readonly)
+                add_bool(g, "readonly", true);
         add_str(g, "naa", l->naa);
         add_str(g, "serial", l->serial);
 }
@@ -1462,6 +1473,8 @@ int tdm_config_add_lun(struct tdm_config *cfg, const char *iqn, const struct tdm
         if (l.size % l.block_size)
                 return fail(err, errlen, -EINVAL, "size", "must be a positive multiple of %u",
                             l.block_size);
+        if (l.readonly && l.size)
+                return fail(err, errlen, -EINVAL, "size", READONLY_SIZE_MSG);
         if (l.naa[0] == '\0' && l.serial[0] == '\0')
                 tdm_lun_identity_generate(&l);
         if (!tdm_naa_valid(l.naa))

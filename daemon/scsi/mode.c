@@ -104,12 +104,12 @@ static uint32_t put_block_descriptor(const struct scsi_lun *lun, enum scsi_mode_
         return len;
 }
 
-/* Device-specific parameter: WP while software write protected, DPOFUA always. */
+/* Device-specific parameter: WP while write protected (read-only LUN or SWP), DPOFUA always. */
 static uint8_t mode_device_specific(const struct scsi_lun *lun, enum scsi_mode_pc pc)
 {
         if (pc == SCSI_MODE_PC_CHANGEABLE)
                 return 0;
-        if (pc == SCSI_MODE_PC_CURRENT && atomic_load(&scsi_lun_private(lun)->swp))
+        if (pc == SCSI_MODE_PC_CURRENT && scsi_lun_write_protected(lun))
                 return DSP_WP | DSP_DPOFUA;
         return DSP_DPOFUA;
 }

@@ -42,6 +42,13 @@ static inline struct scsi_lun_private *scsi_lun_private(const struct scsi_lun *l
         return (struct scsi_lun_private *)(uintptr_t)lun;
 }
 
+/* Write protected: by configuration (read-only LUN) or by the control mode page SWP bit. */
+static inline bool scsi_lun_write_protected(const struct scsi_lun *lun)
+{
+        return lun->read_only ||
+               atomic_load_explicit(&scsi_lun_private(lun)->swp, memory_order_relaxed);
+}
+
 /* Big-endian field access. */
 static inline uint16_t get_be16(const uint8_t *p)
 {

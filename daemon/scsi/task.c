@@ -24,7 +24,7 @@ static enum scsi_reason unsupported_command(struct scsi_task *task)
         return SR_INVALID_OPCODE;
 }
 
-/* Checks of the command against the state of the LUN: attentions, reservation, SWP. */
+/* Checks of the command against the state of the LUN: attentions, reservation, write protect. */
 static enum scsi_reason task_admit(struct scsi_task *task, const struct scsi_opcode_entry *e)
 {
         if (task->nexus && !(e->flags & SCSI_F_NO_UA)) {
@@ -35,8 +35,7 @@ static enum scsi_reason task_admit(struct scsi_task *task, const struct scsi_opc
         enum scsi_reason r = scsi_cdb_check_usage(task, e);
         if (r == SCSI_OK)
                 r = scsi_reservation_check(task, e);
-        if (r == SCSI_OK && (e->flags & SCSI_F_WRITES_MEDIUM) &&
-            atomic_load_explicit(&scsi_lun_private(task->lun)->swp, memory_order_relaxed))
+        if (r == SCSI_OK && (e->flags & SCSI_F_WRITES_MEDIUM) && scsi_lun_write_protected(task->lun))
                 r = SR_WRITE_PROTECTED;
         return r;
 }

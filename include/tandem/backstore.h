@@ -28,6 +28,7 @@ struct bs_open_opts {
 	uint64_t create_size; /* > 0: create (sparse) or grow a regular file to this size */
 	bool direct;          /* O_DIRECT */
 	bool must_exist;
+	bool read_only;       /* O_RDONLY: never written, created or grown (create_size 0) */
 };
 
 /* All return 0 or a negative errno. */

@@ -60,6 +60,7 @@ struct tdm_lun_cfg {
         char naa[33];    /* 32 hex digits: NAA type 6 designator; generated on add */
         char serial[33]; /* generated on add */
         bool wce;        /* write cache enabled at start */
+        bool readonly;   /* write protected: opened read-only, every medium change refused */
 };
 
 struct tdm_target_cfg {
@@ -136,7 +137,7 @@ int tdm_config_set_chap(struct tdm_config *cfg, const char *iqn /* NULL = discov
  */
 int tdm_config_copy(struct tdm_config *dst, const struct tdm_config *src);
 struct tdm_lun_cfg *tdm_config_find_lun(struct tdm_target_cfg *t, uint64_t lun);
-/* A LUN with defaults (block size 512, wce on, not thin, not direct, size 0). */
+/* A LUN with defaults (block size 512, wce on, not thin, not direct, writable, size 0). */
 void tdm_lun_defaults(struct tdm_lun_cfg *lun);
 /* CHAP settings check; field names the prefix used in messages ("chap", "discovery.chap"). */
 int tdm_chap_check(const struct tdm_chap_cfg *chap, const char *field, char *err, size_t errlen);

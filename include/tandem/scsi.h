@@ -106,6 +106,7 @@ struct scsi_lun {
 	char serial[33];      /* unit serial number, VPD 0x80 */
 	char product[17];
 	bool thin;            /* logical block provisioning: UNMAP/WRITE SAME UNMAP allowed */
+	bool read_only;       /* write protected by configuration: every medium change fails */
 	atomic_bool wce;      /* write cache enabled (MODE page 08) */
 	atomic_bool removal_prevented;
 	atomic_uint ua_gen[SCSI_UA_KINDS]; /* bumped when a UA must be raised on every nexus */
@@ -249,6 +250,12 @@ struct scsi_lun *scsi_lun_create(uint64_t id, struct bs_dev *bs, uint32_t block_
 void scsi_lun_get(struct scsi_lun *lun);
 void scsi_lun_put(struct scsi_lun *lun);
 void scsi_lun_raise_ua(struct scsi_lun *lun, enum scsi_ua_kind kind, uint64_t origin_nexus);
+/*
+ * Gives the LUN a journal file for WRITE ATOMIC (created if missing; records a crash left
+ * behind are written to the medium first). Without one a LUN guarantees atomicity of a
+ * single logical block only. Call before the LUN serves commands; 0 or -errno.
+ */
+int scsi_lun_attach_atomic_journal(struct scsi_lun *lun, const char *path);
 
 struct scsi_target *scsi_target_create(const char *iqn);
 void scsi_target_get(struct scsi_target *t);
