@@ -2,6 +2,7 @@
 #ifndef TANDEM_SCSI_INTERNAL_H
 #define TANDEM_SCSI_INTERNAL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -21,10 +22,35 @@
 #define SCSI_MAX_UNMAP_DESCRIPTORS   256u                /* MAXIMUM UNMAP BLOCK DESCRIPTOR COUNT */
 #define SCSI_GRANULARITY_BYTES       4096u /* page / filesystem block: alignment hint */
 #define SCSI_GET_LBA_STATUS_MAX_DESC 64u
+#define SCSI_MAX_ATOMIC_BYTES        (1024u * 1024) /* WRITE ATOMIC with a journal, in bytes */
 
 /* Private opcode-table flags (high bits, clear of the public SCSI_F_* values). */
 #define SCSI_F_STAT_READ  0x01000000u /* counted as a read in the LUN statistics */
 #define SCSI_F_STAT_WRITE 0x02000000u /* counted as a write in the LUN statistics */
+
+/*
+ * Exclusion between WRITE ATOMIC and the other commands touching the same LBAs (atomic.c).
+ * The medium is cut into 1 MiB stripes, folded onto SCSI_ATOMIC_STRIPES slots. An atomic
+ * write holds its stripes' mutexes and keeps their seq odd while it writes. Readers take no
+ * lock: they check seq before and after reading (a seqlock) and read again, under the
+ * mutexes, only if an atomic write overlapped. Other writers count themselves in writers[]
+ * so an atomic write waits for them; they fall back to the mutexes when one is in flight.
+ */
+#define SCSI_ATOMIC_STRIPES      64u
+#define SCSI_ATOMIC_STRIPE_SHIFT 20 /* 1 MiB of the medium per stripe */
+
+struct scsi_stripe_writers {
+        atomic_uint n;
+        char pad[60]; /* one cache line each: writers on other stripes do not share it */
+};
+
+struct scsi_stripes {
+        atomic_uint seq[SCSI_ATOMIC_STRIPES]; /* read by every READ: only atomic writes change it */
+        struct scsi_stripe_writers writers[SCSI_ATOMIC_STRIPES];
+        pthread_mutex_t lock[SCSI_ATOMIC_STRIPES];
+};
+
+struct scsi_atomic_journal;
 
 /*
  * State of a LUN that only the SCSI layer uses. scsi_lun_create() allocates this and hands
@@ -35,6 +61,8 @@ struct scsi_lun_private {
         atomic_bool swp;              /* control page SWP: software write protect */
         atomic_bool d_sense;          /* control page D_SENSE: descriptor format sense data */
         _Atomic uint64_t reserved_by; /* nexus holding a RESERVE(6/10) reservation, 0: none */
+        struct scsi_stripes stripes;
+        struct scsi_atomic_journal *journal; /* NULL: atomic writes of one block only */
 };
 
 static inline struct scsi_lun_private *scsi_lun_private(const struct scsi_lun *lun)
@@ -152,6 +180,34 @@ void scsi_lun_count_bytes(struct scsi_lun *lun, bool is_write, uint64_t bytes);
 /* Physical block exponent (LBPPBE) and alignment hints of a LUN. */
 uint32_t scsi_lun_granularity_blocks(const struct scsi_lun *lun);
 
+/*
+ * atomic.c: medium access that respects WRITE ATOMIC. Every read of the medium goes
+ * through scsi_medium_read(); every other change of the medium is bracketed by
+ * scsi_medium_write_begin()/end() over the byte range it changes.
+ */
+struct scsi_write_guard {
+        uint64_t off, len;
+        bool locked; /* the slow path: the stripes' mutexes are held */
+};
+void scsi_stripes_init(struct scsi_stripes *st);
+void scsi_stripes_destroy(struct scsi_stripes *st);
+int scsi_medium_read(struct scsi_lun *lun, void *buf, size_t len, uint64_t off);
+void scsi_medium_write_begin(struct scsi_lun *lun, uint64_t off, uint64_t len,
+                             struct scsi_write_guard *g);
+void scsi_medium_write_end(struct scsi_lun *lun, struct scsi_write_guard *g);
+/* MAXIMUM ATOMIC TRANSFER LENGTH of the LUN in blocks (0: WRITE ATOMIC is not offered). */
+uint32_t scsi_atomic_max_blocks(const struct scsi_lun *lun);
+
+/* atomic_journal.c: the redo journal that makes multi-block atomic writes power-safe. */
+int scsi_journal_open(struct scsi_lun *lun, const char *path, struct scsi_atomic_journal **out);
+/* Writes a record of the data and makes it durable; *slot identifies it for retire. */
+int scsi_journal_log(struct scsi_atomic_journal *j, uint64_t lba, uint32_t nblocks,
+                     const void *data, unsigned *slot);
+/* The data is durable in place: the record is erased (durably) and its slot reused. */
+int scsi_journal_retire(struct scsi_atomic_journal *j, unsigned slot);
+/* Erases the file when every record was retired; keeps it for replay otherwise. */
+void scsi_journal_close(struct scsi_atomic_journal *j);
+
 /* Durability after a write: with the write cache off or FUA set, data is on stable media. */
 enum scsi_reason scsi_write_commit(struct scsi_task *task, bool fua);
 
@@ -198,6 +254,9 @@ enum scsi_reason sbc_prefetch10(struct scsi_task *task);
 enum scsi_reason sbc_prefetch16(struct scsi_task *task);
 enum scsi_reason sbc_sync_cache10(struct scsi_task *task);
 enum scsi_reason sbc_sync_cache16(struct scsi_task *task);
+
+/* Handlers: atomic.c */
+enum scsi_reason sbc_write_atomic16(struct scsi_task *task);
 
 /* Handlers: capacity.c */
 enum scsi_reason sbc_read_capacity10(struct scsi_task *task);
