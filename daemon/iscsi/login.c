@@ -440,7 +440,9 @@ static void emit_declarations(struct iscsi_login *l, struct iscsi_text_buf *rsp)
         if (!l->tpgt_sent && l->type == ISCSI_SESSION_NORMAL) {
                 if (l->target && l->target->alias[0])
                         iscsi_text_buf_add(rsp, "TargetAlias", l->target->alias);
-                iscsi_text_buf_addf(rsp, "TargetPortalGroupTag", "%u", l->env->tpgt);
+                /* The same tag SendTargets reports for this target (text_request.c). */
+                uint16_t tpgt = l->target && l->target->tpgt ? l->target->tpgt : l->env->tpgt;
+                iscsi_text_buf_addf(rsp, "TargetPortalGroupTag", "%u", tpgt);
                 l->tpgt_sent = true;
         }
         if (!l->declared_sent && l->stage == ISCSI_STAGE_OPERATIONAL) {

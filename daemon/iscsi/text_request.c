@@ -88,13 +88,10 @@ struct target_list {
 static void add_target(void *arg, const char *iqn, uint16_t tpgt)
 {
         struct target_list *tl = arg;
-        /*
-         * The portal group tag is the one login declares (env->tpgt) so discovery and login
-         * never disagree; the registry's per-target value is not used.
-         */
-        (void)tpgt;
+        /* The target's own portal group tag: login declares the same one (login.c). */
         iscsi_text_buf_add(tl->out, "TargetName", iqn);
-        iscsi_text_buf_addf(tl->out, "TargetAddress", "%s,%u", tl->portal, tl->tpgt);
+        iscsi_text_buf_addf(tl->out, "TargetAddress", "%s,%u", tl->portal,
+                            tpgt ? tpgt : tl->tpgt);
 }
 
 /*

@@ -222,7 +222,8 @@ static void fake_visible(const char *initiator, const char *only,
                         continue;
                 if (only && strcmp(only, all_targets[i]) != 0)
                         continue;
-                cb(arg, all_targets[i], 99);
+                /* disk2 sits in portal group 7: replies must carry each target's own tag. */
+                cb(arg, all_targets[i], strstr(all_targets[i], "disk2") ? 7 : 1);
         }
 }
 
@@ -313,7 +314,7 @@ START_TEST(test_sendtargets_all_discovery)
                      "TargetName=iqn.2024-01.test:disk1\n"
                      "TargetAddress=192.0.2.1:3260,1\n"
                      "TargetName=iqn.2024-01.test:disk2\n"
-                     "TargetAddress=192.0.2.1:3260,1\n");
+                     "TargetAddress=192.0.2.1:3260,7\n");
 }
 END_TEST
 
@@ -321,10 +322,10 @@ START_TEST(test_sendtargets_ipv6_portal)
 {
         struct iscsi_text_env env = discovery_env();
         env.portal = "[2001:db8::1]:3260";
-        env.tpgt = 3;
+        env.tpgt = 3; /* the connection's default; each target's own tag wins */
         expect_reply(&env, "SendTargets=iqn.2024-01.test:disk1",
                      "TargetName=iqn.2024-01.test:disk1\n"
-                     "TargetAddress=[2001:db8::1]:3260,3\n");
+                     "TargetAddress=[2001:db8::1]:3260,1\n");
 }
 END_TEST
 
@@ -333,7 +334,7 @@ START_TEST(test_sendtargets_named)
         struct iscsi_text_env env = discovery_env();
         expect_reply(&env, "SendTargets=iqn.2024-01.test:disk2",
                      "TargetName=iqn.2024-01.test:disk2\n"
-                     "TargetAddress=192.0.2.1:3260,1\n");
+                     "TargetAddress=192.0.2.1:3260,7\n");
         /* Invisible or unknown names list nothing. */
         expect_reply(&env, "SendTargets=iqn.2024-01.test:secret", "");
         expect_reply(&env, "SendTargets=iqn.2024-01.test:nothing", "");
@@ -346,7 +347,7 @@ START_TEST(test_sendtargets_normal_session)
 {
         struct iscsi_text_env env = normal_env();
         const char *own = "TargetName=iqn.2024-01.test:disk2\n"
-                          "TargetAddress=192.0.2.1:3260,1\n";
+                          "TargetAddress=192.0.2.1:3260,7\n";
         expect_reply(&env, "SendTargets=All", own); /* only the session's target */
         expect_reply(&env, "SendTargets=", own);
         expect_reply(&env, "SendTargets=iqn.2024-01.test:disk1",
@@ -456,7 +457,7 @@ START_TEST(test_long_reply_continues)
         static const char want[] = "TargetName=iqn.2024-01.test:disk1\0"
                                    "TargetAddress=192.0.2.1:3260,1\0"
                                    "TargetName=iqn.2024-01.test:disk2\0"
-                                   "TargetAddress=192.0.2.1:3260,1";
+                                   "TargetAddress=192.0.2.1:3260,7";
         ck_assert_uint_eq(total, sizeof(want));
         ck_assert_mem_eq(all, want, sizeof(want));
         /* The exchange is over: the old TTT is no longer valid. */
