@@ -10,7 +10,9 @@
  * still answer TEST UNIT READY, and a fresh login must work. Exit status 1 if any case failed.
  *
  * Expected target behaviour per RFC 7143 / SPC, where the brief leaves a choice, accepts each
- * reaction a conforming target may have and reports which one it saw.
+ * reaction a conforming target may have and reports which one it saw. A few cases check what
+ * the malformed ones rely on, on the good path: digest_write_read (HeaderDigest and DataDigest
+ * CRC32C over a WRITE and a READ; tests/clients/run uses it too), nop_ping_data.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -87,6 +89,7 @@ static void put_le32(uint8_t *p, uint32_t v)
 
 struct conn {
         int fd;
+        bool ffp; /* full feature phase: the negotiated digests apply from here on */
         bool header_digest;
         bool data_digest;
         char header_digest_answer[16];
@@ -101,6 +104,9 @@ struct conn {
         uint32_t max_burst;
         bool immediate_data;
         bool initial_r2t;
+        char data_digest_answer[16];
+        /* received data segments whose CRC32C data digest was checked and right */
+        unsigned data_digests_ok;
 };
 
 struct pdu {
@@ -226,12 +232,18 @@ static int recv_all(int fd, void *buf, size_t len)
         return 0;
 }
 
+/* What pdu_send_raw gets wrong on purpose. */
+enum corruption {
+        CORRUPT_HEADER_DIGEST = 1u << 0,
+        CORRUPT_DATA_DIGEST = 1u << 1,
+};
+
 /*
  * Send one PDU: BHS (+AHS) (+header digest) + data + pad (+data digest).
- * bad_header_digest sends a digest that does not match.
+ * corrupt (enum corruption bits) sends digests that do not match.
  */
 static int pdu_send_raw(struct conn *cn, uint8_t *bhs, const uint8_t *ahs, uint32_t ahs_len,
-                        const void *data, uint32_t dlen, bool bad_header_digest)
+                        const void *data, uint32_t dlen, unsigned corrupt)
 {
         static const uint8_t zeros[4];
         uint8_t digest[4];
@@ -246,9 +258,9 @@ static int pdu_send_raw(struct conn *cn, uint8_t *bhs, const uint8_t *ahs, uint3
         if (ahs_len)
                 memcpy(hdr + ISCSI_BHS_LEN, ahs, ahs_len);
         rc = send_all(cn->fd, hdr, ISCSI_BHS_LEN + ahs_len);
-        if (rc == 0 && cn->header_digest) {
+        if (rc == 0 && cn->ffp && cn->header_digest) {
                 uint32_t crc = crc32c(hdr, ISCSI_BHS_LEN + ahs_len);
-                put_le32(digest, bad_header_digest ? crc ^ 0x5a5a5a5a : crc);
+                put_le32(digest, (corrupt & CORRUPT_HEADER_DIGEST) ? crc ^ 0x5a5a5a5a : crc);
                 rc = send_all(cn->fd, digest, 4);
         }
         free(hdr);
@@ -256,12 +268,13 @@ static int pdu_send_raw(struct conn *cn, uint8_t *bhs, const uint8_t *ahs, uint3
                 rc = send_all(cn->fd, data, dlen);
                 if (rc == 0 && iscsi_pad4(dlen))
                         rc = send_all(cn->fd, zeros, iscsi_pad4(dlen));
-                if (rc == 0 && cn->data_digest) {
+                if (rc == 0 && cn->ffp && cn->data_digest) {
                         uint8_t *padded = calloc(1, dlen + 4);
                         if (padded == NULL)
                                 return -ENOMEM;
                         memcpy(padded, data, dlen);
-                        put_le32(digest, crc32c(padded, dlen + iscsi_pad4(dlen)));
+                        uint32_t crc = crc32c(padded, dlen + iscsi_pad4(dlen));
+                        put_le32(digest, (corrupt & CORRUPT_DATA_DIGEST) ? crc ^ 0xa5a5a5a5 : crc);
                         free(padded);
                         rc = send_all(cn->fd, digest, 4);
                 }
@@ -271,10 +284,10 @@ static int pdu_send_raw(struct conn *cn, uint8_t *bhs, const uint8_t *ahs, uint3
 
 static int pdu_send(struct conn *cn, uint8_t *bhs, const void *data, uint32_t dlen)
 {
-        return pdu_send_raw(cn, bhs, NULL, 0, data, dlen, false);
+        return pdu_send_raw(cn, bhs, NULL, 0, data, dlen, 0);
 }
 
-/* Receive one PDU (any opcode). Checks the header digest when negotiated. */
+/* Receive one PDU (any opcode). Checks header and data digests when negotiated. */
 static int pdu_recv_any(struct conn *cn, struct pdu *out)
 {
         uint8_t ahs[ISCSI_MAX_AHS_LEN], digest[4];
@@ -287,7 +300,8 @@ static int pdu_recv_any(struct conn *cn, struct pdu *out)
         uint32_t ahs_len = iscsi_bhs_ahs_len(out->bhs);
         if (ahs_len && (rc = recv_all(cn->fd, ahs, ahs_len)) != 0)
                 return rc;
-        if (cn->header_digest) {
+        bool hd = cn->ffp && cn->header_digest, dd = cn->ffp && cn->data_digest;
+        if (hd) {
                 if ((rc = recv_all(cn->fd, digest, 4)) != 0)
                         return rc;
                 uint8_t hdr[ISCSI_BHS_LEN + ISCSI_MAX_AHS_LEN];
@@ -301,7 +315,7 @@ static int pdu_recv_any(struct conn *cn, struct pdu *out)
         out->dlen = iscsi_bhs_dsl(out->bhs);
         if (out->dlen > MAX_PDU_DATA)
                 return -EMSGSIZE;
-        uint32_t total = out->dlen + iscsi_pad4(out->dlen) + (cn->data_digest && out->dlen ? 4 : 0);
+        uint32_t total = out->dlen + iscsi_pad4(out->dlen) + (dd && out->dlen ? 4 : 0);
         if (total) {
                 out->data = malloc(total + 1);
                 if (out->data == NULL)
@@ -309,6 +323,16 @@ static int pdu_recv_any(struct conn *cn, struct pdu *out)
                 if ((rc = recv_all(cn->fd, out->data, total)) != 0) {
                         pdu_free(out);
                         return rc;
+                }
+                if (dd && out->dlen) {
+                        uint32_t padded = out->dlen + iscsi_pad4(out->dlen);
+                        uint8_t want[4];
+                        put_le32(want, crc32c(out->data, padded));
+                        if (memcmp(want, out->data + padded, 4) != 0) {
+                                pdu_free(out);
+                                return -EBADMSG;
+                        }
+                        cn->data_digests_ok++;
                 }
                 out->data[out->dlen] = 0;
         }
@@ -467,8 +491,10 @@ static void apply_operational(struct conn *cn, const struct pdu *rsp)
                 cn->header_digest = strcmp(v, "CRC32C") == 0;
                 snprintf(cn->header_digest_answer, sizeof(cn->header_digest_answer), "%s", v);
         }
-        if ((v = text_get(rsp, "DataDigest")))
+        if ((v = text_get(rsp, "DataDigest"))) {
                 cn->data_digest = strcmp(v, "CRC32C") == 0;
+                snprintf(cn->data_digest_answer, sizeof(cn->data_digest_answer), "%s", v);
+        }
         if ((v = text_get(rsp, "ImmediateData")))
                 cn->immediate_data = strcmp(v, "Yes") == 0;
         if ((v = text_get(rsp, "InitialR2T")))
@@ -482,6 +508,8 @@ static void apply_operational(struct conn *cn, const struct pdu *rsp)
 struct login_opts {
         const char *target; /* NULL: discovery session */
         bool header_digest;
+        bool data_digest;
+        bool initial_r2t_no; /* offer InitialR2T=No (the target may still insist on Yes) */
         const char *extra_security_key; /* appended to the first PDU */
         const char *extra_operational_key;
         bool duplicate_operational_key;
@@ -490,10 +518,10 @@ struct login_opts {
 static void operational_keys(struct text *t, const struct login_opts *o)
 {
         text_add(t, "HeaderDigest=%s", o->header_digest ? "CRC32C" : "None");
-        text_add(t, "DataDigest=None");
+        text_add(t, "DataDigest=%s", o->data_digest ? "CRC32C" : "None");
         text_add(t, "MaxRecvDataSegmentLength=%u", OUR_MAX_RECV_DSL);
         if (o->target) {
-                text_add(t, "InitialR2T=Yes");
+                text_add(t, "InitialR2T=%s", o->initial_r2t_no ? "No" : "Yes");
                 text_add(t, "ImmediateData=Yes");
                 text_add(t, "MaxBurstLength=262144");
                 text_add(t, "FirstBurstLength=65536");
@@ -564,6 +592,7 @@ static int login(const struct ctx *c, struct conn *cn, const struct login_opts *
                         return -EACCES;
                 apply_operational(cn, &lr->rsp);
         }
+        cn->ffp = true;
         /* Keep the last response for callers that inspect it. */
         return 0;
 }
@@ -749,11 +778,11 @@ static int tur_ok(struct conn *cn, const struct ctx *c, char *why, size_t whylen
  * A logged-in session whose unit attentions (e.g. POWER ON for a new I_T nexus) are already
  * consumed, so that a case's command gets the target's answer to that command.
  */
-static int session(const struct ctx *c, struct conn *cn, bool hd, char *detail)
+static int session_with(const struct ctx *c, struct conn *cn, const struct login_opts *o,
+                        char *detail)
 {
-        struct login_opts o = {.target = c->target, .header_digest = hd};
         struct login_result lr;
-        if (login(c, cn, &o, &lr) != 0) {
+        if (login(c, cn, o, &lr) != 0) {
                 DETAIL("login failed: rc=%d status=%u/%u", lr.rc, lr.status_class,
                        lr.status_detail);
                 pdu_free(&lr.rsp);
@@ -766,6 +795,12 @@ static int session(const struct ctx *c, struct conn *cn, bool hd, char *detail)
                 return -1;
         }
         return 0;
+}
+
+static int session(const struct ctx *c, struct conn *cn, bool hd, char *detail)
+{
+        struct login_opts o = {.target = c->target, .header_digest = hd};
+        return session_with(c, cn, &o, detail);
 }
 
 /* A PDU with a reserved initiator opcode. */
@@ -859,7 +894,7 @@ static int case_ahs_garbage(struct ctx *c, char *detail)
         if (session(c, &cn, false, detail) != 0)
                 return 0;
         build_scsi_cmd(&cn, c, bhs, cdb_tur, sizeof(cdb_tur), false, false, 0);
-        pdu_send_raw(&cn, bhs, ahs, sizeof(ahs), NULL, 0, false);
+        pdu_send_raw(&cn, bhs, ahs, sizeof(ahs), NULL, 0, 0);
         scsi_wait(&cn, iscsi_bhs_itt(bhs), &r);
         int res;
         if (r.rc == -ECONNRESET) {
@@ -906,7 +941,7 @@ static int case_header_digest(struct ctx *c, char *detail)
         iscsi_put32(bhs + 20, 0xffffffffu);
         iscsi_put32(bhs + 24, cn.cmdsn);
         iscsi_put32(bhs + 28, cn.exp_statsn);
-        pdu_send_raw(&cn, bhs, NULL, 0, NULL, 0, true);
+        pdu_send_raw(&cn, bhs, NULL, 0, NULL, 0, CORRUPT_HEADER_DIGEST);
         bool closed = wait_closed(&cn, IO_TIMEOUT_MS, seen, sizeof(seen));
         DETAIL("%s%s%s", closed ? "connection closed" : "connection kept open",
                seen[0] ? " after " : "", seen);
@@ -1323,6 +1358,751 @@ static int case_login_cycles(struct ctx *c, char *detail)
         return done == c->cycles && failed == 0 && tur;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Data transfer with the negotiated parameters: the raw client's own WRITE and READ. */
+
+/* How a WRITE sends its data; write_plan_default gives what the negotiation allows. */
+struct write_plan {
+        uint32_t immediate;    /* bytes in the command PDU */
+        uint32_t unsolicited;  /* bytes in Data-Out PDUs with TTT 0xffffffff after it */
+        unsigned corrupt;      /* enum corruption bits for the command PDU */
+        bool r2t_out_of_order; /* answer the first R2T's second half before its first half */
+};
+
+static uint32_t min_u32(uint32_t a, uint32_t b)
+{
+        return a < b ? a : b;
+}
+
+static struct write_plan write_plan_default(const struct conn *cn, uint32_t len)
+{
+        struct write_plan p = {0};
+        uint32_t first_burst = cn->first_burst ? cn->first_burst : 65536;
+        if (cn->immediate_data)
+                p.immediate = min_u32(min_u32(len, first_burst), cn->target_max_recv_dsl);
+        if (!cn->initial_r2t)
+                p.unsolicited = min_u32(len - p.immediate, first_burst - p.immediate);
+        return p;
+}
+
+/*
+ * Data-Out PDUs for buf[off, off + len), each at most the target's MaxRecvDataSegmentLength;
+ * DataSN counts on from *datasn; F on the last one when final.
+ */
+static int send_data_out(struct conn *cn, const struct ctx *c, uint32_t itt, uint32_t ttt,
+                         const uint8_t *buf, uint32_t off, uint32_t len, uint32_t *datasn,
+                         bool final)
+{
+        while (len > 0) {
+                uint32_t n = min_u32(len, cn->target_max_recv_dsl);
+                uint8_t d[ISCSI_BHS_LEN] = {0};
+                d[0] = ISCSI_OP_DATA_OUT;
+                d[1] = (final && n == len) ? 0x80 : 0;
+                lun_encode(d + 8, c->lun);
+                iscsi_put32(d + 16, itt);
+                iscsi_put32(d + 20, ttt);
+                iscsi_put32(d + 28, cn->exp_statsn);
+                iscsi_put32(d + 36, (*datasn)++);
+                iscsi_put32(d + 40, off);
+                int rc = pdu_send(cn, d, buf + off, n);
+                if (rc != 0)
+                        return rc;
+                off += n;
+                len -= n;
+        }
+        return 0;
+}
+
+/* Answer one R2T with the data it asks for (buf holds the whole transfer). */
+static int answer_r2t(struct conn *cn, const struct ctx *c, const struct pdu *r2t,
+                      const uint8_t *buf, uint32_t len, bool out_of_order)
+{
+        uint32_t itt = iscsi_bhs_itt(r2t->bhs), ttt = iscsi_get32(r2t->bhs + 20);
+        uint32_t off = iscsi_get32(r2t->bhs + 40), want = iscsi_get32(r2t->bhs + 44);
+        uint32_t datasn = 0;
+        if (off > len || want > len - off)
+                return -EPROTO;
+        if (!out_of_order || want < 2048)
+                return send_data_out(cn, c, itt, ttt, buf, off, want, &datasn, true);
+        /* Second half first, then the first half with F: offsets out of sequence. */
+        uint32_t half = (want / 2) & ~511u;
+        int rc = send_data_out(cn, c, itt, ttt, buf, off + half, want - half, &datasn, false);
+        return rc ? rc : send_data_out(cn, c, itt, ttt, buf, off, half, &datasn, true);
+}
+
+/*
+ * WRITE(10) of buf to lba following plan, answering every R2T, until the SCSI Response
+ * (r->status, sense), a Reject (r->rc = -EPROTO) or a transport error. *itt_out gets the ITT
+ * used; a nonzero *itt_out on entry is used as the ITT.
+ */
+static void write_run(struct conn *cn, const struct ctx *c, uint32_t lba, const uint8_t *buf,
+                      uint32_t len, const struct write_plan *plan, uint32_t *itt_out,
+                      struct scsi_result *r)
+{
+        uint8_t bhs[ISCSI_BHS_LEN], cdb[10] = {0x2a};
+        memset(r, 0, sizeof(*r));
+        iscsi_put32(cdb + 2, lba);
+        iscsi_put16(cdb + 7, (uint16_t)(len / c->block_size));
+        build_scsi_cmd(cn, c, bhs, cdb, sizeof(cdb), false, true, len);
+        if (itt_out && *itt_out)
+                iscsi_put32(bhs + 16, *itt_out);
+        uint32_t itt = iscsi_bhs_itt(bhs);
+        if (itt_out)
+                *itt_out = itt;
+        if (plan->unsolicited)
+                bhs[1] &= 0x7f; /* F=0: unsolicited Data-Out follows */
+        r->rc = pdu_send_raw(cn, bhs, NULL, 0, buf, plan->immediate, plan->corrupt);
+        if (r->rc == 0 && plan->unsolicited) {
+                uint32_t datasn = 0;
+                r->rc = send_data_out(cn, c, itt, 0xffffffffu, buf, plan->immediate,
+                                      plan->unsolicited, &datasn, true);
+        }
+        bool first_r2t = true;
+        while (r->rc == 0) {
+                struct pdu p;
+                r->rc = pdu_recv(cn, &p);
+                if (r->rc != 0)
+                        return;
+                uint8_t op = iscsi_bhs_opcode(p.bhs);
+                if (op == ISCSI_OP_REJECT) {
+                        r->reject_reason = p.bhs[2];
+                        r->rc = -EPROTO;
+                } else if (iscsi_bhs_itt(p.bhs) != itt) {
+                        /* someone else's PDU: ignore */
+                } else if (op == ISCSI_OP_R2T) {
+                        r->rc =
+                            answer_r2t(cn, c, &p, buf, len, plan->r2t_out_of_order && first_r2t);
+                        first_r2t = false;
+                } else if (op == ISCSI_OP_SCSI_RSP) {
+                        r->status = p.bhs[3];
+                        if (p.dlen >= 2) {
+                                uint32_t slen = min_u32(iscsi_get16(p.data), p.dlen - 2);
+                                parse_sense(p.data + 2, slen, r);
+                        }
+                        pdu_free(&p);
+                        return;
+                }
+                pdu_free(&p);
+        }
+}
+
+/* READ(10) into buf; *pdus counts the Data-In PDUs. r->rc = -EBADMSG on a bad digest. */
+static void read_run(struct conn *cn, const struct ctx *c, uint32_t lba, uint8_t *buf, uint32_t len,
+                     unsigned *pdus, struct scsi_result *r)
+{
+        uint8_t bhs[ISCSI_BHS_LEN], cdb[10] = {0x28};
+        uint32_t expect_datasn = 0;
+        memset(r, 0, sizeof(*r));
+        *pdus = 0;
+        iscsi_put32(cdb + 2, lba);
+        iscsi_put16(cdb + 7, (uint16_t)(len / c->block_size));
+        build_scsi_cmd(cn, c, bhs, cdb, sizeof(cdb), true, false, len);
+        uint32_t itt = iscsi_bhs_itt(bhs);
+        r->rc = pdu_send(cn, bhs, NULL, 0);
+        while (r->rc == 0) {
+                struct pdu p;
+                r->rc = pdu_recv(cn, &p);
+                if (r->rc != 0)
+                        return;
+                uint8_t op = iscsi_bhs_opcode(p.bhs);
+                bool done = false;
+                if (op == ISCSI_OP_REJECT) {
+                        r->reject_reason = p.bhs[2];
+                        r->rc = -EPROTO;
+                } else if (iscsi_bhs_itt(p.bhs) != itt) {
+                        /* not ours */
+                } else if (op == ISCSI_OP_DATA_IN) {
+                        uint32_t off = iscsi_get32(p.bhs + 40);
+                        if (iscsi_get32(p.bhs + 36) != expect_datasn++ || off > len ||
+                            p.dlen > len - off) {
+                                r->rc = -EPROTO;
+                        } else {
+                                memcpy(buf + off, p.data, p.dlen);
+                                (*pdus)++;
+                                if (p.bhs[1] & 0x01) {
+                                        r->status = p.bhs[3];
+                                        done = true;
+                                }
+                        }
+                } else if (op == ISCSI_OP_SCSI_RSP) {
+                        r->status = p.bhs[3];
+                        if (p.dlen >= 2)
+                                parse_sense(p.data + 2, min_u32(iscsi_get16(p.data), p.dlen - 2),
+                                            r);
+                        done = true;
+                }
+                pdu_free(&p);
+                if (done)
+                        return;
+        }
+}
+
+static void fill_random(uint8_t *buf, size_t len)
+{
+        for (size_t i = 0; i < len; i++)
+                buf[i] = (uint8_t)rand();
+}
+
+/* Read back len bytes at lba and compare with want; 1 when equal. */
+static int read_matches(struct conn *cn, struct ctx *c, uint32_t lba, const uint8_t *want,
+                        uint32_t len, char *why, size_t whylen)
+{
+        struct scsi_result r;
+        unsigned pdus;
+        uint8_t *got = malloc(len);
+        if (got == NULL)
+                return 0;
+        read_run(cn, c, lba, got, len, &pdus, &r);
+        int res = 0;
+        if (r.rc != 0)
+                snprintf(why, whylen, "READ at %u: %s (reject 0x%02x)", lba, strerror(-r.rc),
+                         r.reject_reason);
+        else if (r.status != 0)
+                snprintf(why, whylen, "READ at %u: status 0x%02x sense %x/%02x/%02x", lba, r.status,
+                         r.key, r.asc, r.ascq);
+        else if (memcmp(got, want, len) != 0)
+                snprintf(why, whylen, "READ at %u: data differs from what was written", lba);
+        else
+                res = 1;
+        free(got);
+        return res;
+}
+
+/* Write buf at lba with the default plan and expect GOOD; 1 when so. */
+static int write_ok(struct conn *cn, struct ctx *c, uint32_t lba, const uint8_t *buf, uint32_t len,
+                    char *why, size_t whylen)
+{
+        struct scsi_result r;
+        struct write_plan plan = write_plan_default(cn, len);
+        write_run(cn, c, lba, buf, len, &plan, NULL, &r);
+        if (r.rc == 0 && r.status == 0)
+                return 1;
+        snprintf(why, whylen, "WRITE at %u: rc=%d reject 0x%02x status 0x%02x sense %x/%02x/%02x",
+                 lba, r.rc, r.reject_reason, r.status, r.key, r.asc, r.ascq);
+        return 0;
+}
+
+/* LBAs of the scratch areas the data cases write, far from the other cases' blocks. */
+#define SCRATCH_LBA(n) (8192u + (n)*2048u)
+
+/* ------------------------------------------------------------------------------------------ */
+/* Digests, data transfer rules, sequence numbers, NOP, logout and task management. */
+
+/*
+ * HeaderDigest=CRC32C and DataDigest=CRC32C negotiated; a 192 KiB WRITE (immediate data, then
+ * Data-Out on R2T) and a 512 KiB READ (several Data-In PDUs) with every digest checked.
+ */
+static int case_digest_write_read(struct ctx *c, char *detail)
+{
+        struct conn cn;
+        struct login_opts o = {.target = c->target, .header_digest = true, .data_digest = true};
+        const uint32_t wlen = 192 * 1024, rlen = 512 * 1024;
+        char why[256] = "";
+        if (block_size_known(c, detail) != 0 || session_with(c, &cn, &o, detail) != 0)
+                return 0;
+        if (!cn.header_digest || !cn.data_digest) {
+                DETAIL("target answered HeaderDigest=%s DataDigest=%s", cn.header_digest_answer,
+                       cn.data_digest_answer);
+                conn_close(&cn);
+                return 0;
+        }
+        uint8_t *buf = malloc(rlen);
+        if (buf == NULL) {
+                conn_close(&cn);
+                return 0;
+        }
+        fill_random(buf, rlen);
+        uint32_t lba = SCRATCH_LBA(0);
+        unsigned before = cn.data_digests_ok;
+        int res =
+            write_ok(&cn, c, lba, buf, wlen, why, sizeof(why)) &&
+            write_ok(&cn, c, lba + wlen / c->block_size, buf + wlen, rlen - wlen, why, sizeof(why));
+        struct scsi_result r;
+        unsigned pdus = 0;
+        uint8_t *got = res ? malloc(rlen) : NULL;
+        if (got) {
+                read_run(&cn, c, lba, got, rlen, &pdus, &r);
+                if (r.rc != 0 || r.status != 0) {
+                        snprintf(why, sizeof(why), "READ: %s status 0x%02x",
+                                 r.rc == -EBADMSG ? "bad digest" : strerror(-r.rc), r.status);
+                        res = 0;
+                } else if (memcmp(got, buf, rlen) != 0) {
+                        snprintf(why, sizeof(why), "data read back differs");
+                        res = 0;
+                }
+        }
+        free(got);
+        free(buf);
+        bool ping = res && nop_ok(&cn);
+        unsigned checked = cn.data_digests_ok - before;
+        DETAIL("HeaderDigest=%s DataDigest=%s; wrote %u KiB, read %u KiB in %u Data-In PDUs, %u "
+               "data digests checked%s%s%s",
+               cn.header_digest_answer, cn.data_digest_answer, rlen / 1024, rlen / 1024, pdus,
+               checked, why[0] ? "; " : "", why, res && !ping ? "; NOP-Out ping failed" : "");
+        conn_close(&cn);
+        return res && ping && pdus >= 2 && checked >= pdus;
+}
+
+/*
+ * DataDigest=CRC32C, a WRITE whose immediate data has a wrong digest: Reject reason 0x02 and
+ * the PDU discarded with its CmdSN not taken (RFC 7143, "Digest Errors" and "Usage of Reject
+ * PDU in Recovery"); a correct WRITE with that CmdSN then plugs the gap and succeeds, and the
+ * bad data was never written.
+ */
+static int case_data_digest_mismatch(struct ctx *c, char *detail)
+{
+        struct conn cn;
+        struct login_opts o = {.target = c->target, .data_digest = true};
+        const uint32_t len = 4096;
+        uint8_t before[4096], bad[4096], good[4096];
+        char why[256] = "";
+        if (block_size_known(c, detail) != 0 || session_with(c, &cn, &o, detail) != 0)
+                return 0;
+        if (!cn.data_digest || !cn.immediate_data) {
+                DETAIL("target answered DataDigest=%s ImmediateData=%s", cn.data_digest_answer,
+                       cn.immediate_data ? "Yes" : "No");
+                conn_close(&cn);
+                return 0;
+        }
+        fill_random(before, len);
+        fill_random(bad, len);
+        fill_random(good, len);
+        uint32_t lba_bad = SCRATCH_LBA(1), lba_good = SCRATCH_LBA(1) + 64;
+        if (!write_ok(&cn, c, lba_bad, before, len, why, sizeof(why))) {
+                DETAIL("setup: %s", why);
+                conn_close(&cn);
+                return 0;
+        }
+        struct scsi_result r;
+        struct write_plan plan = {.immediate = len, .corrupt = CORRUPT_DATA_DIGEST};
+        write_run(&cn, c, lba_bad, bad, len, &plan, NULL, &r);
+        if (r.rc != -EPROTO || r.reject_reason != ISCSI_REJECT_DIGEST_ERROR) {
+                DETAIL("bad data digest: rc=%d reject 0x%02x status 0x%02x (want Reject 0x02)",
+                       r.rc, r.reject_reason, r.status);
+                conn_close(&cn);
+                return 0;
+        }
+        /* Plug the CmdSN gap with a correct command of the same CmdSN. */
+        cn.cmdsn--;
+        int res = write_ok(&cn, c, lba_good, good, len, why, sizeof(why)) &&
+                  read_matches(&cn, c, lba_good, good, len, why, sizeof(why)) &&
+                  read_matches(&cn, c, lba_bad, before, len, why, sizeof(why));
+        DETAIL("Reject 0x02 for the bad digest; %s", res ? "the same CmdSN then wrote and read "
+                                                           "back correctly, bad data not written"
+                                                         : why);
+        conn_close(&cn);
+        return res;
+}
+
+/*
+ * How a target refused a transfer that breaks the negotiated rules: a Reject, a CHECK
+ * CONDITION or a closed connection all pass; GOOD (the data taken as if fine) fails.
+ */
+static int judge_refused_write(struct conn *cn, const struct scsi_result *r, const char *what,
+                               char *detail)
+{
+        if (r->rc == -ECONNRESET) {
+                DETAIL("%s: connection closed", what);
+                return 1;
+        }
+        if (r->rc == -EPROTO) {
+                bool alive = nop_ok(cn);
+                DETAIL("%s: Reject reason 0x%02x, connection %s", what, r->reject_reason,
+                       alive ? "still answers" : "closed");
+                return 1;
+        }
+        if (r->rc != 0) {
+                DETAIL("%s: no answer: %s", what, strerror(-r->rc));
+                return 0;
+        }
+        DETAIL("%s: status 0x%02x sense %x/%02x/%02x%s", what, r->status, r->key, r->asc, r->ascq,
+               r->status == 0 ? " (accepted)" : "");
+        return r->status != 0;
+}
+
+/* Immediate data longer than FirstBurstLength (but within MaxRecvDataSegmentLength). */
+static int case_immediate_over_first_burst(struct ctx *c, char *detail)
+{
+        struct conn cn;
+        char what[96];
+        if (block_size_known(c, detail) != 0 || session(c, &cn, false, detail) != 0)
+                return 0;
+        uint32_t len = cn.first_burst + 4096;
+        if (!cn.immediate_data || cn.first_burst == 0 || len > cn.target_max_recv_dsl) {
+                DETAIL("cannot build the case: ImmediateData=%s FirstBurstLength=%u "
+                       "MaxRecvDataSegmentLength=%u",
+                       cn.immediate_data ? "Yes" : "No", cn.first_burst, cn.target_max_recv_dsl);
+                conn_close(&cn);
+                return -1;
+        }
+        uint8_t *buf = calloc(1, len);
+        if (buf == NULL) {
+                conn_close(&cn);
+                return 0;
+        }
+        struct scsi_result r;
+        struct write_plan plan = {.immediate = len};
+        write_run(&cn, c, SCRATCH_LBA(2), buf, len, &plan, NULL, &r);
+        free(buf);
+        snprintf(what, sizeof(what), "%u bytes immediate data, FirstBurstLength %u", len,
+                 cn.first_burst);
+        int res = judge_refused_write(&cn, &r, what, detail);
+        conn_close(&cn);
+        return res;
+}
+
+/* InitialR2T=No: immediate plus unsolicited Data-Out adding up to more than FirstBurstLength. */
+static int case_unsolicited_over_first_burst(struct ctx *c, char *detail)
+{
+        struct conn cn;
+        struct login_opts o = {.target = c->target, .initial_r2t_no = true};
+        char what[128];
+        if (block_size_known(c, detail) != 0 || session_with(c, &cn, &o, detail) != 0)
+                return 0;
+        if (cn.initial_r2t || cn.first_burst == 0) {
+                DETAIL("target kept InitialR2T=Yes: no unsolicited Data-Out allowed at all");
+                conn_close(&cn);
+                return -1;
+        }
+        uint32_t imm = cn.immediate_data ? min_u32(cn.first_burst / 2, 16384) : 0;
+        uint32_t unsol = cn.first_burst - imm + 8192;
+        uint32_t len = imm + unsol + 65536;
+        uint8_t *buf = calloc(1, len);
+        if (buf == NULL) {
+                conn_close(&cn);
+                return 0;
+        }
+        struct scsi_result r;
+        struct write_plan plan = {.immediate = imm, .unsolicited = unsol};
+        write_run(&cn, c, SCRATCH_LBA(3), buf, len, &plan, NULL, &r);
+        free(buf);
+        snprintf(what, sizeof(what), "%u immediate + %u unsolicited bytes, FirstBurstLength %u",
+                 imm, unsol, cn.first_burst);
+        int res = judge_refused_write(&cn, &r, what, detail);
+        conn_close(&cn);
+        return res;
+}
+
+/* DataPDUInOrder=Yes, and the Data-Out PDUs answering an R2T come with offsets out of order. */
+static int case_dataout_out_of_order(struct ctx *c, char *detail)
+{
+        struct conn cn;
+        if (block_size_known(c, detail) != 0 || session(c, &cn, false, detail) != 0)
+                return 0;
+        uint32_t len = 65536;
+        uint8_t *buf = calloc(1, len);
+        if (buf == NULL) {
+                conn_close(&cn);
+                return 0;
+        }
+        struct scsi_result r;
+        struct write_plan plan = {.r2t_out_of_order = true}; /* no immediate data: all on R2T */
+        write_run(&cn, c, SCRATCH_LBA(4), buf, len, &plan, NULL, &r);
+        free(buf);
+        int res = judge_refused_write(&cn, &r, "Data-Out offsets out of order (DataPDUInOrder=Yes)",
+                                      detail);
+        conn_close(&cn);
+        return res;
+}
+
+/*
+ * Non-immediate commands with a CmdSN outside [ExpCmdSN, MaxCmdSN], one far ahead and one
+ * already used, are silently ignored (RFC 7143 4.2.2.1): no answer ever, ExpCmdSN unchanged,
+ * and the next in-window command works.
+ */
+static int case_cmdsn_out_of_window(struct ctx *c, char *detail)
+{
+        struct conn cn;
+        uint8_t bhs[ISCSI_BHS_LEN];
+        if (session(c, &cn, false, detail) != 0)
+                return 0;
+        const uint32_t offsets[2] = {100000u, (uint32_t)-1}; /* far ahead; the last one used */
+        uint32_t ignored[2];
+        for (int i = 0; i < 2; i++) {
+                build_scsi_cmd(&cn, c, bhs, cdb_tur, sizeof(cdb_tur), false, false, 0);
+                cn.cmdsn--; /* build_scsi_cmd took one; these do not count */
+                iscsi_put32(bhs + 24, cn.cmdsn + offsets[i]);
+                ignored[i] = iscsi_bhs_itt(bhs);
+                pdu_send(&cn, bhs, NULL, 0);
+        }
+        build_scsi_cmd(&cn, c, bhs, cdb_tur, sizeof(cdb_tur), false, false, 0);
+        uint32_t good_itt = iscsi_bhs_itt(bhs), want_exp = cn.cmdsn;
+        pdu_send(&cn, bhs, NULL, 0);
+        int res = 0;
+        bool answered_good = false;
+        uint32_t exp_cmdsn = 0;
+        uint8_t good_status = 0xff;
+        for (;;) {
+                struct pdu p;
+                int rc = pdu_recv(&cn, &p);
+                if (rc != 0) {
+                        DETAIL("waiting for the in-window TEST UNIT READY: %s", strerror(-rc));
+                        goto out;
+                }
+                uint32_t itt = iscsi_bhs_itt(p.bhs);
+                uint8_t op = iscsi_bhs_opcode(p.bhs);
+                if (itt == ignored[0] || itt == ignored[1] || op == ISCSI_OP_REJECT) {
+                        DETAIL("out-of-window command answered: pdu 0x%02x reason 0x%02x", op,
+                               p.bhs[2]);
+                        pdu_free(&p);
+                        goto out;
+                }
+                if (op == ISCSI_OP_SCSI_RSP && itt == good_itt) {
+                        answered_good = true;
+                        good_status = p.bhs[3];
+                        exp_cmdsn = iscsi_get32(p.bhs + 28);
+                        pdu_free(&p);
+                        break;
+                }
+                pdu_free(&p);
+        }
+        /* Nothing may come later for the ignored ones either: a ping flushes the pipe. */
+        bool ping = nop_ok(&cn);
+        res = answered_good && good_status == 0 && exp_cmdsn == want_exp && ping;
+        DETAIL("ignored CmdSN +%u and -1; next TEST UNIT READY status 0x%02x, ExpCmdSN %u (want "
+               "%u)%s",
+               offsets[0], good_status, exp_cmdsn, want_exp, ping ? "" : "; ping unanswered");
+out:
+        conn_close(&cn);
+        return res;
+}
+
+/* A NOP-Out ping with 1001 bytes of data comes back as a NOP-In with the same data. */
+static int case_nop_ping_data(struct ctx *c, char *detail)
+{
+        struct conn cn;
+        uint8_t bhs[ISCSI_BHS_LEN] = {0}, data[1001];
+        if (session(c, &cn, false, detail) != 0)
+                return 0;
+        fill_random(data, sizeof(data));
+        bhs[0] = 0x40 | ISCSI_OP_NOP_OUT;
+        bhs[1] = 0x80;
+        iscsi_put32(bhs + 16, ++cn.itt);
+        iscsi_put32(bhs + 20, 0xffffffffu);
+        iscsi_put32(bhs + 24, cn.cmdsn);
+        iscsi_put32(bhs + 28, cn.exp_statsn);
+        pdu_send(&cn, bhs, data, sizeof(data));
+        struct pdu p;
+        int rc = pdu_recv(&cn, &p);
+        int res = 0;
+        if (rc != 0) {
+                DETAIL("no answer: %s", strerror(-rc));
+        } else {
+                bool nop_in = iscsi_bhs_opcode(p.bhs) == ISCSI_OP_NOP_IN;
+                bool itt = iscsi_bhs_itt(p.bhs) == cn.itt;
+                bool ttt = iscsi_get32(p.bhs + 20) == 0xffffffffu;
+                bool same = p.dlen == sizeof(data) && memcmp(p.data, data, sizeof(data)) == 0;
+                DETAIL("pdu 0x%02x, ITT %s, TTT %s, %u data bytes %s", iscsi_bhs_opcode(p.bhs),
+                       itt ? "echoed" : "wrong", ttt ? "0xffffffff" : "wrong", p.dlen,
+                       same ? "echoed" : "differ");
+                res = nop_in && itt && ttt && same;
+                pdu_free(&p);
+        }
+        if (res && !nop_ok(&cn)) {
+                res = 0;
+                size_t n = strlen(detail);
+                snprintf(detail + n, DETAIL_LEN - n, "; a second ping got no answer");
+        }
+        conn_close(&cn);
+        return res;
+}
+
+/*
+ * Logout "remove the connection for recovery" with ErrorRecoveryLevel=0: response 2,
+ * connection recovery is not supported (RFC 7143 11.15.1); nothing is logged out, so the
+ * session goes on working.
+ */
+static int case_logout_for_recovery(struct ctx *c, char *detail)
+{
+        struct conn cn;
+        uint8_t bhs[ISCSI_BHS_LEN] = {0};
+        char why[128] = "";
+        if (session(c, &cn, false, detail) != 0)
+                return 0;
+        bhs[0] = 0x40 | ISCSI_OP_LOGOUT_REQ;
+        bhs[1] = 0x80 | 2;
+        iscsi_put32(bhs + 16, ++cn.itt);
+        iscsi_put16(bhs + 20, 0); /* our CID */
+        iscsi_put32(bhs + 24, cn.cmdsn);
+        iscsi_put32(bhs + 28, cn.exp_statsn);
+        pdu_send(&cn, bhs, NULL, 0);
+        struct pdu p;
+        int rc = pdu_recv(&cn, &p);
+        int res = 0;
+        if (rc != 0) {
+                DETAIL("no Logout Response: %s", strerror(-rc));
+        } else if (iscsi_bhs_opcode(p.bhs) != ISCSI_OP_LOGOUT_RSP) {
+                DETAIL("answer was pdu 0x%02x reason 0x%02x", iscsi_bhs_opcode(p.bhs), p.bhs[2]);
+                pdu_free(&p);
+        } else {
+                uint8_t response = p.bhs[2];
+                pdu_free(&p);
+                bool tur = tur_ok(&cn, c, why, sizeof(why)) == 0;
+                DETAIL("Logout Response %u (want 2); session afterwards: %s", response,
+                       tur ? "TEST UNIT READY good" : why);
+                res = response == 2 && tur;
+        }
+        conn_close(&cn);
+        return res;
+}
+
+/* A Task Management Function request; returns its response code or a negative errno. */
+static int tmf(struct conn *cn, const struct ctx *c, uint8_t function, uint32_t ref_itt,
+               uint32_t ref_cmdsn, uint32_t *tmf_itt, char *seen, size_t seenlen)
+{
+        uint8_t bhs[ISCSI_BHS_LEN] = {0};
+        bhs[0] = 0x40 | ISCSI_OP_TMF_REQ;
+        bhs[1] = 0x80 | function;
+        if (function <= 5)
+                lun_encode(bhs + 8, c->lun);
+        *tmf_itt = ++cn->itt;
+        iscsi_put32(bhs + 16, *tmf_itt);
+        iscsi_put32(bhs + 20, ref_itt);
+        iscsi_put32(bhs + 24, cn->cmdsn);
+        iscsi_put32(bhs + 28, cn->exp_statsn);
+        iscsi_put32(bhs + 32, ref_cmdsn);
+        int rc = pdu_send(cn, bhs, NULL, 0);
+        seen[0] = 0;
+        while (rc == 0) {
+                struct pdu p;
+                rc = pdu_recv(cn, &p);
+                if (rc != 0)
+                        break;
+                uint8_t op = iscsi_bhs_opcode(p.bhs);
+                uint32_t itt = iscsi_bhs_itt(p.bhs);
+                if (op == ISCSI_OP_TMF_RSP && itt == *tmf_itt) {
+                        rc = p.bhs[2];
+                        pdu_free(&p);
+                        return rc;
+                }
+                size_t n = strlen(seen);
+                snprintf(seen + n, seenlen - n, "%spdu 0x%02x itt 0x%x status 0x%02x",
+                         n ? ", " : "", op, itt, p.bhs[3]);
+                pdu_free(&p);
+        }
+        return rc;
+}
+
+/*
+ * ABORT TASK for a WRITE waiting for its Data-Out after an R2T: "Function complete"; a late
+ * Data-Out for the aborted task does no harm; the ITT is free again, and a new WRITE with it
+ * writes what it carries.
+ */
+static int case_abort_task_mid_r2t(struct ctx *c, char *detail)
+{
+        struct conn cn;
+        uint8_t bhs[ISCSI_BHS_LEN], cdb[10] = {0x2a};
+        char seen[256], why[256] = "";
+        const uint32_t len = 65536, lba = SCRATCH_LBA(5);
+        if (block_size_known(c, detail) != 0 || session(c, &cn, false, detail) != 0)
+                return 0;
+        iscsi_put32(cdb + 2, lba);
+        iscsi_put16(cdb + 7, (uint16_t)(len / c->block_size));
+        build_scsi_cmd(&cn, c, bhs, cdb, sizeof(cdb), false, true, len);
+        uint32_t itt = iscsi_bhs_itt(bhs), cmdsn = iscsi_get32(bhs + 24);
+        pdu_send(&cn, bhs, NULL, 0);
+        struct pdu p;
+        int rc = pdu_recv(&cn, &p);
+        if (rc != 0 || iscsi_bhs_opcode(p.bhs) != ISCSI_OP_R2T) {
+                DETAIL("no R2T: rc=%d opcode 0x%02x", rc, rc == 0 ? iscsi_bhs_opcode(p.bhs) : 0);
+                if (rc == 0)
+                        pdu_free(&p);
+                conn_close(&cn);
+                return 0;
+        }
+        uint32_t ttt = iscsi_get32(p.bhs + 20);
+        pdu_free(&p);
+        uint32_t tmf_itt;
+        int response = tmf(&cn, c, 1, itt, cmdsn, &tmf_itt, seen, sizeof(seen));
+        if (response != 0) {
+                DETAIL("ABORT TASK: %s %d%s%.200s", response < 0 ? "error" : "response", response,
+                       seen[0] ? "; before it: " : "", seen);
+                conn_close(&cn);
+                return 0;
+        }
+        /* Late data for the aborted task, as an initiator with data in flight sends it. */
+        uint8_t *buf = malloc(len);
+        if (buf == NULL) {
+                conn_close(&cn);
+                return 0;
+        }
+        memset(buf, 0xab, len);
+        uint32_t datasn = 0;
+        send_data_out(&cn, c, itt, ttt, buf, 0, 4096, &datasn, false);
+        /* A ping drains whatever the target says to it (nothing, or a Reject). */
+        if (!nop_ok(&cn)) {
+                DETAIL("ABORT TASK: Function complete; then the connection died after a late "
+                       "Data-Out for the aborted task");
+                free(buf);
+                conn_close(&cn);
+                return 0;
+        }
+        /* The same ITT for a new WRITE, all of it on R2T. */
+        fill_random(buf, len);
+        struct scsi_result r;
+        struct write_plan plan = {0};
+        uint32_t reuse = itt;
+        write_run(&cn, c, lba, buf, len, &plan, &reuse, &r);
+        int res = 0;
+        if (r.rc != 0 || r.status != 0)
+                snprintf(why, sizeof(why),
+                         "new WRITE with the same ITT: rc=%d reject 0x%02x "
+                         "status 0x%02x",
+                         r.rc, r.reject_reason, r.status);
+        else
+                res = read_matches(&cn, c, lba, buf, len, why, sizeof(why));
+        free(buf);
+        DETAIL("ABORT TASK: Function complete%s%.160s; %.160s", seen[0] ? " after " : "", seen,
+               res ? "ITT reused, data written and read back" : why);
+        conn_close(&cn);
+        return res;
+}
+
+/* A reset unit attention: 06/29/00 power on or reset, 02 bus reset, 03 device reset. */
+static bool reset_ua(const struct scsi_result *r)
+{
+        return r->rc == 0 && r->status == 2 && r->key == 6 && r->asc == 0x29 && r->ascq <= 3;
+}
+
+/*
+ * TARGET WARM RESET: "Function complete"; then the next command of every session of the
+ * target, the one that asked and another one, gets a reset unit attention, and the one after
+ * it is GOOD (SAM: a target reset is a hard reset of every logical unit).
+ */
+static int case_target_warm_reset(struct ctx *c, char *detail)
+{
+        struct conn cn, other;
+        struct scsi_result r1, r2, o1, o2;
+        char seen[256];
+        if (session(c, &cn, false, detail) != 0)
+                return 0;
+        if (session(c, &other, false, detail) != 0) {
+                conn_close(&cn);
+                return 0;
+        }
+        uint32_t tmf_itt;
+        int response = tmf(&cn, c, 6, 0xffffffffu, cn.cmdsn, &tmf_itt, seen, sizeof(seen));
+        if (response != 0) {
+                DETAIL("TARGET WARM RESET: %s %d%s%.200s", response < 0 ? "error" : "response",
+                       response, seen[0] ? "; before it: " : "", seen);
+                conn_close(&cn);
+                conn_close(&other);
+                return 0;
+        }
+        scsi_exec(&cn, c, cdb_tur, sizeof(cdb_tur), 0, &r1);
+        scsi_exec(&cn, c, cdb_tur, sizeof(cdb_tur), 0, &r2);
+        scsi_exec(&other, c, cdb_tur, sizeof(cdb_tur), 0, &o1);
+        scsi_exec(&other, c, cdb_tur, sizeof(cdb_tur), 0, &o2);
+        DETAIL("Function complete; next TEST UNIT READY: status 0x%02x sense %x/%02x/%02x, then "
+               "0x%02x; on another session: 0x%02x sense %x/%02x/%02x, then 0x%02x",
+               r1.status, r1.key, r1.asc, r1.ascq, r2.status, o1.status, o1.key, o1.asc, o1.ascq,
+               o2.status);
+        conn_close(&cn);
+        conn_close(&other);
+        return reset_ua(&r1) && r2.rc == 0 && r2.status == 0 && reset_ua(&o1) && o2.rc == 0 &&
+               o2.status == 0;
+}
+
 struct test_case {
         const char *name;
         int (*fn)(struct ctx *c, char *detail);
@@ -1345,6 +2125,16 @@ static const struct test_case cases[] = {
     {"chap_failure", case_chap_failure},
     {"drop_mid_command", case_drop_mid_command},
     {"drop_mid_r2t", case_drop_mid_r2t},
+    {"digest_write_read", case_digest_write_read},
+    {"data_digest_mismatch", case_data_digest_mismatch},
+    {"immediate_data_over_first_burst", case_immediate_over_first_burst},
+    {"unsolicited_over_first_burst", case_unsolicited_over_first_burst},
+    {"dataout_out_of_order", case_dataout_out_of_order},
+    {"cmdsn_out_of_window", case_cmdsn_out_of_window},
+    {"nop_ping_data", case_nop_ping_data},
+    {"logout_for_recovery", case_logout_for_recovery},
+    {"abort_task_mid_r2t", case_abort_task_mid_r2t},
+    {"target_warm_reset", case_target_warm_reset},
     {"login_cycles", case_login_cycles},
 };
 
