@@ -22,6 +22,7 @@ static const struct {
     {"target", "  target add IQN\n"
                "  target del IQN              (its LUNs go too; backing files are kept)\n"},
     {"lun", "  lun add IQN LUN PATH [--size BYTES] [--thin] [--direct] [--block-size N]\n"
+            "          [--readonly]\n"
             "  lun del IQN LUN\n"},
     {"acl", "  acl add IQN INITIATOR_IQN|ALL\n"
             "  acl del IQN INITIATOR_IQN|ALL\n"},
@@ -45,6 +46,7 @@ static const char usage_details[] =
     "from the current directory. --size creates a missing file (sparse) or grows it;\n"
     "BYTES takes K M G T P (powers of 1024, also KiB MiB ...) or KB MB GB TB PB\n"
     "(powers of 1000). --thin allows UNMAP. --direct opens with O_DIRECT.\n"
+    "--readonly exports PATH write protected (opened read-only; no --size).\n"
     "CHAP secrets are 12..255 characters; USER/SECRET after --mutual are what the\n"
     "target answers with when the initiator authenticates it.\n"
     "Must run as root.\n";
@@ -102,7 +104,7 @@ struct args {
         const char *pos[8];
         int n_pos;
         const char *size, *block_size, *mutual_user, *mutual_secret;
-        bool thin, direct, discovery, json, help;
+        bool thin, direct, readonly, discovery, json, help;
 };
 
 static int collect(struct args *a, int argc, char **argv, int i, const char *cmd, char *err,
@@ -125,6 +127,8 @@ static int collect(struct args *a, int argc, char **argv, int i, const char *cmd
                         a->thin = true;
                 else if (strcmp(s, "--direct") == 0)
                         a->direct = true;
+                else if (strcmp(s, "--readonly") == 0)
+                        a->readonly = true;
                 else if (strcmp(s, "--discovery") == 0)
                         a->discovery = true;
                 else if (strcmp(s, "--size") == 0)
@@ -159,6 +163,7 @@ enum {
         O_DIRECT = 8,
         O_DISCOVERY = 16,
         O_MUTUAL = 32,
+        O_READONLY = 64,
 };
 
 static int check_options(const struct args *a, unsigned allowed, const char *cmd, char *err,
@@ -175,6 +180,7 @@ static int check_options(const struct args *a, unsigned allowed, const char *cmd
             {a->direct, O_DIRECT, "--direct"},
             {a->discovery, O_DISCOVERY, "--discovery"},
             {a->mutual_user != NULL, O_MUTUAL, "--mutual"},
+            {a->readonly, O_READONLY, "--readonly"},
         };
         for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
                 if (opts[i].given && !(opts[i].flag & allowed))
@@ -222,7 +228,8 @@ static int parse_lun_add(struct admin_ctl *ctl, const struct args *a, char *err,
         Tandem__Admin__LunAdd *m = &ctl->op.lun_add;
         int rc;
         tandem__admin__lun_add__init(m);
-        if ((rc = check_options(a, O_SIZE | O_BLOCK | O_THIN | O_DIRECT, "lun add", err, errlen)) ||
+        if ((rc = check_options(a, O_SIZE | O_BLOCK | O_THIN | O_DIRECT | O_READONLY, "lun add",
+                                err, errlen)) ||
             (rc = check_count(a, 3, "lun add", "IQN LUN PATH", err, errlen)) ||
             (rc = check_iqn("iqn", a->pos[0], err, errlen)) ||
             (rc = parse_lun_id(a->pos[1], &m->lun, err, errlen)) ||
@@ -232,6 +239,11 @@ static int parse_lun_add(struct admin_ctl *ctl, const struct args *a, char *err,
         m->path = ctl->path;
         m->thin = a->thin;
         m->direct = a->direct;
+        m->readonly = a->readonly;
+        if (a->readonly && a->size)
+                return bad(err, errlen,
+                           "lun add: --readonly and --size do not go together (a "
+                           "read-only LUN is never created or grown)");
         uint32_t bs = TDM_DEFAULT_BLOCK_SIZE;
         if (a->block_size) {
                 uint64_t v;
@@ -608,6 +620,8 @@ static json_object *status_json(const Tandem__Admin__Status *s)
                         json_object_object_add(lj, "thin", json_object_new_boolean(l->thin));
                         json_object_object_add(lj, "wce", json_object_new_boolean(l->wce));
                         json_object_object_add(lj, "direct", json_object_new_boolean(l->direct));
+                        json_object_object_add(lj, "readonly",
+                                               json_object_new_boolean(l->readonly));
                         json_object_object_add(lj, "naa", jstr(l->naa));
                         json_object_object_add(lj, "serial", jstr(l->serial));
                         json_object_object_add(lj, "online", json_object_new_boolean(l->online));
@@ -676,9 +690,10 @@ static void status_text(FILE *out, const Tandem__Admin__Status *s)
                         const Tandem__Admin__LunInfo *l = t->luns[j];
                         char size[32];
                         human_size(size, sizeof(size), l->size);
-                        fprintf(out, "  lun %u  %s  %s  block %u%s%s%s%s\n", l->lun, size, l->path,
-                                l->block_size, l->thin ? "  thin" : "", l->wce ? "  wce" : "",
-                                l->direct ? "  direct" : "", l->online ? "" : "  OFFLINE");
+                        fprintf(out, "  lun %u  %s  %s  block %u%s%s%s%s%s\n", l->lun, size,
+                                l->path, l->block_size, l->thin ? "  thin" : "",
+                                l->wce ? "  wce" : "", l->direct ? "  direct" : "",
+                                l->readonly ? "  readonly" : "", l->online ? "" : "  OFFLINE");
                         fprintf(out, "         naa.%s  serial %s\n", l->naa, l->serial);
                 }
         }

@@ -161,6 +161,7 @@ static Tandem__Admin__LunInfo *lun_info(struct arena *a, struct scsi_target *st,
         li->naa = (char *)l->naa;
         li->serial = (char *)l->serial;
         li->wce = l->wce;
+        li->readonly = l->readonly;
         struct scsi_lun *lun = st ? scsi_target_get_lun(st, l->lun) : NULL;
         if (lun) {
                 li->online = true;
@@ -357,6 +358,7 @@ static void do_lun_add(struct arena *a, Response *r, const Tandem__Admin__LunAdd
         l.size = m->size;
         l.thin = m->thin;
         l.direct = m->direct;
+        l.readonly = m->readonly;
         if (m->block_size)
                 l.block_size = m->block_size;
         if (m->wce != TANDEM__ADMIN__TOGGLE__TOGGLE_DEFAULT)

@@ -549,7 +549,7 @@ static int validate_iscsi(const struct tdm_iscsi_cfg *c, char *err, size_t errle
 
 /* A read-only LUN exports its file or device as it is: nothing may create or grow it. */
 #define READONLY_SIZE_MSG                                                                          \
-        "a read-only LUN cannot create or grow its backing store: leave size out (the existing "  \
+        "a read-only LUN cannot create or grow its backing store: leave size out (the existing "   \
         "size is used)"
 
 static int validate_lun(const struct tdm_lun_cfg *l, const char *f, char *err, size_t errlen)
@@ -956,8 +956,9 @@ static int parse_iscsi(struct parser *p, const config_setting_t *s)
 static int parse_lun(struct parser *p, const config_setting_t *s, const char *field,
                      struct tdm_lun_cfg *l)
 {
-        static const char *const keys[] = {"lun", "path",   "size", "thin",     "direct", "block_size",
-                                           "naa", "serial", "wce",  "readonly", NULL};
+        static const char *const keys[] = {"lun",    "path",       "size", "thin",
+                                           "direct", "block_size", "naa",  "serial",
+                                           "wce",    "readonly",   NULL};
         char f[FIELD_MAX];
         const config_setting_t *m;
         int rc;

@@ -70,6 +70,31 @@ static struct reg_target *live_find(const char *iqn)
 }
 
 /*
+ * The journal that makes WRITE ATOMIC of more than one block power-safe lives in the state
+ * directory, named by the LUN's identity. Replaying what a crash left in it must succeed
+ * (the medium may hold a torn write until then); a journal that cannot be opened only
+ * limits atomic writes to one block, and is logged.
+ */
+static int lun_attach_journal(struct scsi_lun *lun, const struct tdm_lun_cfg *l, const char *field,
+                              char *err, size_t errlen)
+{
+        char path[4096 + 64], f[256];
+        snprintf(path, sizeof(path), "%s/lun-%s.atomic", reg.cfg.state_dir, l->naa);
+        snprintf(f, sizeof(f), "%s%spath", field, *field ? "." : "");
+        int rc = scsi_lun_attach_atomic_journal(lun, path);
+        if (rc == -EIO)
+                return fail(err, errlen, rc, f,
+                            "completing the atomic writes a crash interrupted (journal %s) "
+                            "failed: %s",
+                            path, strerror(-rc));
+        if (rc < 0)
+                log_warn("LUN %" PRIu64 " (%s): atomic write journal %s: %s; WRITE ATOMIC is "
+                         "limited to one block",
+                         l->lun, l->path, path, strerror(-rc));
+        return 0;
+}
+
+/*
  * Opens the backing store and builds the LUN with the configured identity. *created
  * tells whether the backing file did not exist before (so a failed add can remove it).
  */
@@ -79,8 +104,10 @@ static int lun_build(const struct tdm_lun_cfg *l, const char *field, struct scsi
         char f[256];
         struct stat st;
         *created = stat(l->path, &st) < 0 && errno == ENOENT;
-        struct bs_open_opts o = {
-            .create_size = l->size, .direct = l->direct, .must_exist = l->size == 0};
+        struct bs_open_opts o = {.create_size = l->size,
+                                 .direct = l->direct,
+                                 .must_exist = l->size == 0,
+                                 .read_only = l->readonly};
         struct bs_dev *bs = NULL;
         snprintf(f, sizeof(f), "%s%spath", field, *field ? "." : "");
         int rc = bs_open(l->path, &o, &bs);
@@ -118,7 +145,15 @@ static int lun_build(const struct tdm_lun_cfg *l, const char *field, struct scsi
         tdm_naa_to_bytes(l->naa, lun->naa);
         snprintf(lun->serial, sizeof(lun->serial), "%s", l->serial);
         lun->thin = l->thin;
+        lun->read_only = l->readonly;
         atomic_store(&lun->wce, l->wce);
+        if (!l->readonly && (rc = lun_attach_journal(lun, l, field, err, errlen)) < 0) {
+                scsi_lun_put(lun); /* closes the backing store */
+                if (*created)
+                        unlink(l->path);
+                *created = false;
+                return rc;
+        }
         *out = lun;
         return 0;
 out_close:

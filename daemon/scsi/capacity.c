@@ -39,7 +39,8 @@ enum scsi_reason sbc_read_capacity16(struct scsi_task *task)
         uint8_t *d = scsi_data_in_alloc(task, 32);
         put_be64(d, last_lba(lun));
         put_be32(d + 8, lun->block_size);
-        /* byte 12: no protection information; byte 13: one logical block per physical block. */
+        /* byte 12: no protection information */
+        d[13] = scsi_lun_lbppb_exponent(lun);
         if (lun->thin)
                 d[14] = 0x80 | 0x40; /* LBPME, LBPRZ: unmapped blocks read as zeroes */
         scsi_data_in_limit(task, get_be32(task->cdb + 10));

@@ -147,6 +147,11 @@ static enum scsi_reason vpd_block_limits(struct scsi_task *task, uint32_t alloc_
                 put_be32(d + 28, scsi_lun_granularity_blocks(lun));
         }
         put_be64(d + 36, SCSI_MAX_WS_BYTES / bs);
+        /* Atomic writes: no alignment or granularity rule, no ATOMIC BOUNDARY (atomic.c). */
+        uint32_t atomic_max = scsi_atomic_max_blocks(lun);
+        put_be32(d + 44, atomic_max);
+        put_be32(d + 48, atomic_max ? 1 : 0);
+        put_be32(d + 52, atomic_max ? 1 : 0);
         vpd_finish(task, 64, alloc_len);
         return SCSI_OK;
 }

@@ -94,13 +94,23 @@ static enum scsi_reason write_same_store(struct scsi_task *task, const struct wr
         return rc < 0 ? lbp_io_error(task, rq->unmap ? "unmap" : "write zeroes", rc) : SCSI_OK;
 }
 
+static enum scsi_reason write_same_guarded(struct scsi_task *task, const struct write_same_req *rq)
+{
+        struct scsi_lun *lun = task->lun;
+        struct scsi_write_guard g;
+        scsi_medium_write_begin(lun, rq->lba * lun->block_size, rq->nblocks * lun->block_size, &g);
+        enum scsi_reason r = write_same_store(task, rq);
+        scsi_medium_write_end(lun, &g);
+        return r;
+}
+
 static enum scsi_reason write_same(struct scsi_task *task, struct write_same_req *rq)
 {
         struct scsi_lun *lun = task->lun;
         task->xfer_len = rq->ndob ? 0 : lun->block_size;
         enum scsi_reason r = write_same_check(task, rq);
         if (r == SCSI_OK)
-                r = write_same_store(task, rq);
+                r = write_same_guarded(task, rq);
         if (r != SCSI_OK)
                 return r;
         scsi_lun_count_bytes(lun, true, (uint64_t)rq->nblocks * lun->block_size);
@@ -159,8 +169,12 @@ static enum scsi_reason unmap_apply(struct scsi_task *task, const uint8_t *p, ui
         uint64_t total = 0;
         for (uint32_t i = 0; i < count; i++) {
                 const uint8_t *d = p + UNMAP_HDR + UNMAP_DESC * i;
+                uint64_t off = get_be64(d) * lun->block_size;
                 uint64_t len = (uint64_t)get_be32(d + 8) * lun->block_size;
-                int rc = bs_unmap(lun->bs, get_be64(d) * lun->block_size, len);
+                struct scsi_write_guard g;
+                scsi_medium_write_begin(lun, off, len, &g);
+                int rc = bs_unmap(lun->bs, off, len);
+                scsi_medium_write_end(lun, &g);
                 if (rc < 0)
                         return lbp_io_error(task, "unmap", rc);
                 total += len;

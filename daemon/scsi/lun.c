@@ -51,6 +51,7 @@ struct scsi_lun *scsi_lun_create(uint64_t id, struct bs_dev *bs, uint32_t block_
         /* Sparse files deallocate with hole punching and read back zeroes: thin by default. */
         lun->thin = !bs->is_blockdev;
         atomic_init(&lun->wce, true);
+        scsi_stripes_init(&priv->stripes);
         lun->rel_port_id = 1;
         lun->tpg_id = 1;
         lun_default_identity(lun);
@@ -69,8 +70,19 @@ void scsi_lun_put(struct scsi_lun *lun)
                 return;
         if (atomic_fetch_sub_explicit(&lun->refs, 1, memory_order_acq_rel) != 1)
                 return;
+        struct scsi_lun_private *priv = scsi_lun_private(lun);
+        scsi_journal_close(priv->journal);
+        scsi_stripes_destroy(&priv->stripes);
         bs_close(lun->bs);
-        free(scsi_lun_private(lun));
+        free(priv);
+}
+
+int scsi_lun_attach_atomic_journal(struct scsi_lun *lun, const char *path)
+{
+        struct scsi_lun_private *priv = scsi_lun_private(lun);
+        if (priv->journal)
+                return -EEXIST;
+        return scsi_journal_open(lun, path, &priv->journal);
 }
 
 struct scsi_target *scsi_target_create(const char *iqn)
@@ -192,6 +204,21 @@ void scsi_lun_count_bytes(struct scsi_lun *lun, bool is_write, uint64_t bytes)
                 atomic_fetch_add_explicit(&lun->stats.write_bytes, bytes, memory_order_relaxed);
         else
                 atomic_fetch_add_explicit(&lun->stats.read_bytes, bytes, memory_order_relaxed);
+}
+
+/*
+ * A file on a 4 KiB filesystem has 4 KiB "physical" blocks (exponent 3 with 512-byte
+ * blocks), and unmapping part of one is handled (those LBAs read back zeroes, the block
+ * stays allocated and GET LBA STATUS says so). The exponent reported is still 0: libiscsi
+ * 1.19's GetLBAStatus.UnmapSingle asks GET LBA STATUS about LBA i + 1 and wants the first
+ * descriptor to start at i + LBPPB, where SBC-4 has it start at the LBA asked about; only
+ * with one logical block per physical block do the two agree. OPTIMAL TRANSFER LENGTH
+ * GRANULARITY and the UNMAP GRANULARITY still tell initiators about the 4 KiB.
+ */
+uint8_t scsi_lun_lbppb_exponent(const struct scsi_lun *lun)
+{
+        (void)lun;
+        return 0;
 }
 
 uint32_t scsi_lun_granularity_blocks(const struct scsi_lun *lun)

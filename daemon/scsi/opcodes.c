@@ -99,6 +99,8 @@ const struct scsi_opcode_entry scsi_opcode_table[] = {
         0),
     ROW(0x93, 16, F_OUT | F_LUN | F_WR | F_SW, sbc_write_same16, "WRITE SAME(16)", 0x93, 0x09, LBA8,
         LBA4, GROUP, 0),
+    ROW(0x9c, 16, F_OUT | F_LUN | F_WR | F_SW, sbc_write_atomic16, "WRITE ATOMIC(16)", 0x9c, 0x18,
+        LBA8, 0, 0, 0xff, 0xff, GROUP, 0),
     ROW_SA(0x9e, 0x10, 16, F_IN | F_LUN | F_SBY, sbc_read_capacity16, "READ CAPACITY(16)", 0x9e,
            0x10, LBA8, LBA4, 0x01, 0),
     ROW_SA(0x9e, 0x12, 16, F_IN | F_LUN, sbc_get_lba_status, "GET LBA STATUS", 0x9e, 0x12, LBA8,
@@ -215,6 +217,8 @@ uint32_t scsi_cdb_data_out_len(const uint8_t *cdb, const struct scsi_lun *lun)
         case 0x8b:
         case 0x8e:
                 return (uint32_t)write_blocks_bytes(get_be32(cdb + 10), lun);
+        case 0x9c: /* WRITE ATOMIC(16) */
+                return (uint32_t)write_blocks_bytes(get_be16(cdb + 12), lun);
         case 0x2f:
                 return verify_data_out_len(cdb, get_be16(cdb + 7), lun);
         case 0xaf:

@@ -92,7 +92,7 @@ static enum scsi_reason sbc_read(struct scsi_task *task, struct sbc_range r)
         uint8_t *buf = scsi_data_in_alloc_aligned(task, task->xfer_len);
         if (!buf)
                 return SR_INTERNAL_ERROR;
-        int rc = bs_read(lun->bs, buf, task->xfer_len, r.lba * lun->block_size);
+        int rc = scsi_medium_read(lun, buf, task->xfer_len, r.lba * lun->block_size);
         if (rc < 0)
                 return io_error(task, "read", rc, false);
         scsi_lun_count_bytes(lun, false, task->xfer_len);
@@ -115,7 +115,11 @@ static enum scsi_reason write_blocks(struct scsi_task *task, const struct sbc_ra
         uint32_t len = data_out_blocks_bytes(task);
         if (len == 0)
                 return SCSI_OK;
-        int rc = bs_write(lun->bs, task->data_out, len, r->lba * lun->block_size);
+        uint64_t off = r->lba * lun->block_size;
+        struct scsi_write_guard g;
+        scsi_medium_write_begin(lun, off, len, &g);
+        int rc = bs_write(lun->bs, task->data_out, len, off);
+        scsi_medium_write_end(lun, &g);
         if (rc < 0)
                 return io_error(task, "write", rc, true);
         scsi_lun_count_bytes(lun, true, len);
@@ -229,7 +233,7 @@ static enum scsi_reason verify_compare(struct scsi_task *task, const struct sbc_
         enum scsi_reason rs = SCSI_OK;
         for (uint64_t done = 0; done < total && rs == SCSI_OK;) {
                 uint32_t n = (uint32_t)min_u64(chunk, total - done);
-                int rc = bs_read(lun->bs, buf, n, r->lba * bs + done);
+                int rc = scsi_medium_read(lun, buf, n, r->lba * bs + done);
                 if (rc < 0) {
                         rs = io_error(task, "verify read", rc, false);
                         break;
@@ -278,7 +282,10 @@ enum scsi_reason sbc_verify16(struct scsi_task *task)
         return sbc_verify(task, range16(task->cdb));
 }
 
-/* ORWRITE: medium = medium OR data-out, chunk by chunk. */
+/*
+ * ORWRITE: medium = medium OR data-out, chunk by chunk. The write guard covers the reads
+ * too, so they see no atomic write half done.
+ */
 static enum scsi_reason orwrite_blocks(struct scsi_task *task, const struct sbc_range *r)
 {
         struct scsi_lun *lun = task->lun;
@@ -290,6 +297,8 @@ static enum scsi_reason orwrite_blocks(struct scsi_task *task, const struct sbc_
         if (!buf)
                 return SR_INTERNAL_ERROR;
         enum scsi_reason rs = SCSI_OK;
+        struct scsi_write_guard g;
+        scsi_medium_write_begin(lun, r->lba * lun->block_size, total, &g);
         for (uint64_t done = 0; done < total;) {
                 uint32_t n = (uint32_t)min_u64(chunk, total - done);
                 uint64_t off = r->lba * lun->block_size + done;
@@ -307,6 +316,7 @@ static enum scsi_reason orwrite_blocks(struct scsi_task *task, const struct sbc_
                 }
                 done += n;
         }
+        scsi_medium_write_end(lun, &g);
         free(buf);
         if (rs != SCSI_OK)
                 return rs;

@@ -177,7 +177,9 @@ enum scsi_reason scsi_cdb_check_usage(struct scsi_task *task, const struct scsi_
 
 /* lun.c */
 void scsi_lun_count_bytes(struct scsi_lun *lun, bool is_write, uint64_t bytes);
-/* Physical block exponent (LBPPBE) and alignment hints of a LUN. */
+/* LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT of READ CAPACITY(16) (see lun.c for why 0). */
+uint8_t scsi_lun_lbppb_exponent(const struct scsi_lun *lun);
+/* Alignment hint: logical blocks per page / filesystem block. */
 uint32_t scsi_lun_granularity_blocks(const struct scsi_lun *lun);
 
 /*

@@ -35,7 +35,8 @@ static enum scsi_reason task_admit(struct scsi_task *task, const struct scsi_opc
         enum scsi_reason r = scsi_cdb_check_usage(task, e);
         if (r == SCSI_OK)
                 r = scsi_reservation_check(task, e);
-        if (r == SCSI_OK && (e->flags & SCSI_F_WRITES_MEDIUM) && scsi_lun_write_protected(task->lun))
+        if (r == SCSI_OK && (e->flags & SCSI_F_WRITES_MEDIUM) &&
+            scsi_lun_write_protected(task->lun))
                 r = SR_WRITE_PROTECTED;
         return r;
 }

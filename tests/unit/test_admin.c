@@ -70,7 +70,13 @@ START_TEST(test_ctl_parse_ok)
         ck_assert_str_eq(c.req.lun_add->path, want);
         ck_assert_uint_eq(c.req.lun_add->block_size, 4096);
         ck_assert(c.req.lun_add->direct);
+        ck_assert(!c.req.lun_add->readonly);
         ck_assert_str_eq(c.instance, "x");
+        ck_assert_int_eq(
+            parse(&c, err, sizeof(err), "lun", "add", IQN1, "4", "/srv/g.img", "--readonly", NULL),
+            0);
+        ck_assert(c.req.lun_add->readonly);
+        ck_assert_uint_eq(c.req.lun_add->size, 0);
 
         ck_assert_int_eq(parse(&c, err, sizeof(err), "acl", "add", IQN1, "ALL", NULL), 0);
         ck_assert_int_eq(c.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_ACL_ADD);
@@ -144,6 +150,9 @@ static const struct {
     {{"lun", "add", IQN1, "1", "/a", "--block-size", "520"},
      "block-size: must be 512, 1024, 2048 or 4096, got \"520\""},
     {{"lun", "add", IQN1, "1", "/a", "--mutual", "u", "s"}, "lun add: --mutual does not apply"},
+    {{"lun", "add", IQN1, "1", "/a", "--readonly", "--size", "1M"},
+     "lun add: --readonly and --size do not go together"},
+    {{"target", "add", IQN1, "--readonly"}, "target add: --readonly does not apply here"},
     {{"lun", "del", IQN1, "07x"}, "lun: must be 0..255, got \"07x\""},
     {{"acl", "add", IQN1, "bob"}, "initiator: \"bob\" is neither ALL nor an iSCSI name"},
     {{"acl", "add", IQN1}, "acl add: missing IQN INITIATOR_IQN"},
@@ -374,6 +383,42 @@ START_TEST(test_ipc_admin_round_trip)
         ck_assert_uint_eq(r->stats->luns[0]->reads, 0);
         tandem__admin__admin_response__free_unpacked(r, NULL);
         tdm_config_free(&saved);
+
+        /* A read-only LUN on an existing file: live, saved and reported as such. */
+        char ro_path[PATH_MAX + 16];
+        snprintf(ro_path, sizeof(ro_path), "%s/golden.img", dir);
+        FILE *f = fopen(ro_path, "w");
+        ck_assert_ptr_nonnull(f);
+        ck_assert_int_eq(ftruncate(fileno(f), 1 << 20), 0);
+        fclose(f);
+        expect_ok(&c, ctl_call(&c, "lun", "add", IQN1, "1", ro_path, "--readonly", NULL));
+        ck_assert_int_eq(tdm_registry_login_target(IQN1, INI1, &t, &auth), 0);
+        lun = scsi_target_get_lun(t, 1);
+        ck_assert_ptr_nonnull(lun);
+        ck_assert(lun->read_only);
+        scsi_lun_put(lun);
+        scsi_target_put(t);
+        r = ctl_call(&c, "status", "--json", NULL);
+        text = print_to_string(&c, r);
+        o = json_tokener_parse(text);
+        ck_assert(json_object_object_get_ex(o, "targets", &targets));
+        ck_assert(json_object_object_get_ex(json_object_array_get_idx(targets, 0), "luns", &luns));
+        ck_assert(json_object_object_get_ex(json_object_array_get_idx(luns, 0), "readonly", &v));
+        ck_assert(!json_object_get_boolean(v));
+        ck_assert(json_object_object_get_ex(json_object_array_get_idx(luns, 1), "readonly", &v));
+        ck_assert(json_object_get_boolean(v));
+        json_object_put(o);
+        free(text);
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+        r = ctl_call(&c, "status", NULL);
+        text = print_to_string(&c, r);
+        ck_assert_ptr_nonnull(strstr(text, "block 512  wce  readonly\n"));
+        free(text);
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+        ck_assert_int_eq(tdm_config_load(conf, &saved, err, sizeof(err)), 0);
+        ck_assert(saved.targets[0].luns[1].readonly);
+        tdm_config_free(&saved);
+        expect_ok(&c, ctl_call(&c, "lun", "del", IQN1, "1", NULL));
 
         expect_ok(&c, ctl_call(&c, "lun", "del", IQN1, "0", NULL));
         expect_ok(&c, ctl_call(&c, "target", "del", IQN1, NULL));

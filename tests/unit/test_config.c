@@ -121,6 +121,7 @@ START_TEST(test_defaults)
         ck_assert(l->wce);
         ck_assert(!l->thin);
         ck_assert(!l->direct);
+        ck_assert(!l->readonly);
         ck_assert(c.identities_generated);
         ck_assert(tdm_naa_valid(l->naa));
         tdm_config_free(&c);
@@ -154,6 +155,10 @@ START_TEST(test_example_file)
         ck_assert(c.identities_generated);
         ck_assert_str_eq(c.targets[1].acl[0], "ALL");
         ck_assert_uint_eq(c.targets[1].luns[0].size, 1ull << 30);
+        ck_assert(!t->luns[0].readonly);
+        ck_assert_uint_eq(c.targets[1].n_luns, 2);
+        ck_assert(c.targets[1].luns[1].readonly);
+        ck_assert_uint_eq(c.targets[1].luns[1].size, 0);
         tdm_config_free(&c);
 }
 END_TEST
@@ -245,6 +250,10 @@ static const struct bad_case bad_cases[] = {
     {T0 "luns = ({ lun = 0; path = \"/a\"; naa = \"67a6e640c3f1a2b4d5e6f708192a3b4c\"; "
         "serial = \"has space\"; }); });",
      "targets[0].luns[0].serial: must be 1..32 characters"},
+    {T0 "luns = ({ lun = 0; path = \"/a\"; readonly = true; size = \"1M\"; }); });",
+     "targets[0].luns[0].size: a read-only LUN cannot create or grow its backing store"},
+    {T0 "luns = ({ lun = 0; path = \"/a\"; readonly = 1; }); });",
+     "targets[0].luns[0].readonly: must be true or false"},
     {T0 "luns = { lun = 0; }; });", "targets[0].luns: must be a list"},
     {"targets = { iqn = \"x\"; };", "targets: must be a list"},
     {"threads = = 4;", "line 1: "},
@@ -320,6 +329,7 @@ static void assert_config_eq(const struct tdm_config *a, const struct tdm_config
                         ck_assert_int_eq(l->thin, m->thin);
                         ck_assert_int_eq(l->direct, m->direct);
                         ck_assert_int_eq(l->wce, m->wce);
+                        ck_assert_int_eq(l->readonly, m->readonly);
                         ck_assert_uint_eq(l->block_size, m->block_size);
                         ck_assert_str_eq(l->naa, m->naa);
                         ck_assert_str_eq(l->serial, m->serial);
@@ -671,6 +681,11 @@ START_TEST(test_edits)
         l.size = 1000;
         ck_assert_int_eq(tdm_config_add_lun(&c, IQN2, &l, err, sizeof(err)), -EINVAL);
         ck_assert_str_eq(err, "size: must be a positive multiple of 512");
+        l.size = 4096;
+        l.readonly = true;
+        ck_assert_int_eq(tdm_config_add_lun(&c, IQN2, &l, err, sizeof(err)), -EINVAL);
+        ck_assert_int_eq(strncmp(err, "size: a read-only LUN cannot create or grow", 43), 0);
+        l.readonly = false;
         l.size = 0;
         ck_assert_int_eq(
             tdm_config_add_lun(&c, "iqn.2024-01.org.example:none", &l, err, sizeof(err)), -ENOENT);

@@ -2,6 +2,7 @@
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "scsi/scsi_internal.h"
 #include "tandem/config.h"
 #include "tandem/registry.h"
 #include "tandem/scsi.h"
@@ -80,12 +82,13 @@ static void start_registry(void)
         char text[4096], err[512] = "";
         snprintf(text, sizeof(text),
                  "threads = 3;\n"
+                 "state_dir = \"%s\";\n"
                  "targets = ( { iqn = \"" IQN1 "\"; alias = \"one\"; acl = [ \"" INI1 "\" ];\n"
                  "  luns = ( { lun = 0; path = \"%s\"; size = \"1M\"; thin = true; wce = false;\n"
                  "             naa = \"67a6e640c3f1a2b4d5e6f708192a3b4c\"; serial = \"serial0\"; } "
                  "); },\n"
                  "  { iqn = \"" IQN2 "\"; } );\n",
-                 file_in_dir("lun0.img"));
+                 dir, file_in_dir("lun0.img"));
         struct tdm_config c;
         ck_assert_msg(tdm_config_parse_string(text, &c, err, sizeof(err)) == 0, "%s", err);
         ck_assert_int_eq(tdm_config_save(conf, &c, err, sizeof(err)), 0);
@@ -298,6 +301,58 @@ START_TEST(test_lun_add_live)
         ck_assert_int_eq(tdm_registry_lun_add(IQN2, &l, err, sizeof(err)), -EEXIST);
         ck_assert_int_eq(strncmp(err, "path: ", 6), 0);
         scsi_target_put(t);
+}
+END_TEST
+
+/*
+ * A writable LUN gets its WRITE ATOMIC journal in the state directory (gone again when the
+ * LUN closes cleanly); a read-only LUN opens its existing store read-only and has none.
+ */
+START_TEST(test_readonly_lun_and_atomic_journal)
+{
+        char err[512] = "";
+        start_registry();
+        const char *journal = file_in_dir("lun-67a6e640c3f1a2b4d5e6f708192a3b4c.atomic");
+        ck_assert_int_eq(access(journal, F_OK), 0);
+        struct scsi_lun *lun0 = live_lun(IQN1, 0);
+        ck_assert_uint_eq(scsi_atomic_max_blocks(lun0), SCSI_MAX_ATOMIC_BYTES / 512);
+        ck_assert(!lun0->read_only);
+        scsi_lun_put(lun0);
+
+        const char *img = file_in_dir("golden.img");
+        FILE *f = fopen(img, "w");
+        ck_assert_ptr_nonnull(f);
+        ck_assert_int_eq(ftruncate(fileno(f), 1 << 20), 0);
+        fclose(f);
+        struct tdm_lun_cfg l;
+        tdm_lun_defaults(&l);
+        l.lun = 1;
+        l.readonly = true;
+        l.size = 2 << 20; /* would grow it */
+        snprintf(l.path, sizeof(l.path), "%s", img);
+        ck_assert_int_eq(tdm_registry_lun_add(IQN1, &l, err, sizeof(err)), -EINVAL);
+        ck_assert_int_eq(strncmp(err, "size: a read-only LUN cannot create or grow", 43), 0);
+        l.size = 0;
+        ck_assert_msg(tdm_registry_lun_add(IQN1, &l, err, sizeof(err)) == 0, "%s", err);
+        struct scsi_lun *ro = live_lun(IQN1, 1);
+        ck_assert_ptr_nonnull(ro);
+        ck_assert(ro->read_only);
+        ck_assert_int_eq(fcntl(ro->bs->fd, F_GETFL) & O_ACCMODE, O_RDONLY);
+        ck_assert_uint_eq(atomic_load(&ro->num_blocks), 2048);
+        ck_assert_uint_eq(scsi_atomic_max_blocks(ro), 1); /* no journal: nothing to replay */
+        char ro_journal[PATH_MAX];
+        struct tdm_config c;
+        reload(&c);
+        struct tdm_lun_cfg *saved = tdm_config_find_lun(tdm_config_find_target(&c, IQN1), 1);
+        ck_assert_ptr_nonnull(saved);
+        ck_assert(saved->readonly);
+        snprintf(ro_journal, sizeof(ro_journal), "%s/lun-%s.atomic", dir, saved->naa);
+        tdm_config_free(&c);
+        ck_assert_int_eq(access(ro_journal, F_OK), -1);
+        scsi_lun_put(ro);
+
+        tdm_registry_fini();
+        ck_assert_int_eq(access(journal, F_OK), -1); /* closed cleanly: nothing left to replay */
 }
 END_TEST
 
@@ -640,6 +695,7 @@ static Suite *registry_suite(void)
         tcase_add_test(tc, test_init_fails_naming_the_lun);
         tcase_add_test(tc, test_target_add_del);
         tcase_add_test(tc, test_lun_add_live);
+        tcase_add_test(tc, test_readonly_lun_and_atomic_journal);
         tcase_add_test(tc, test_lun_add_failures_change_nothing);
         tcase_add_test(tc, test_lun_del_live);
         tcase_add_test(tc, test_acl_decisions);

@@ -1,5 +1,7 @@
 /* SBC: capacity, READ/WRITE round trips and limits, VERIFY, ORWRITE, WRITE SAME, UNMAP,
  * GET LBA STATUS, cache flushing and statistics, against a sparse file backstore. */
+#include <sys/stat.h>
+
 #include "test_scsi_harness.h"
 
 static void setup(void)
@@ -426,6 +428,63 @@ START_TEST(unmap_then_zeroes_and_status)
 }
 END_TEST
 
+/* One GET LBA STATUS descriptor: the run starting at lba. */
+static void assert_lba_run(uint64_t lba, uint32_t blocks, uint8_t status)
+{
+        struct scsi_task *t = get_lba_status(lba, 24);
+        h_assert_good(t);
+        ck_assert_uint_eq(get_be64(t->data_in + 8), lba); /* always the LBA asked about */
+        ck_assert_msg(get_be32(t->data_in + 16) == blocks && (t->data_in[20] & 0x0f) == status,
+                      "LBA %llu: %u blocks status %u, want %u blocks status %u",
+                      (unsigned long long)lba, get_be32(t->data_in + 16), t->data_in[20] & 0x0f,
+                      blocks, status);
+}
+
+/*
+ * Unmapping part of a physical (filesystem) block: the LBAs unmapped read back zeroes
+ * (LBPRZ) while the block stays allocated for its other LBAs, and GET LBA STATUS tells
+ * each LBA's truth: mapped where storage remains, deallocated where whole blocks went.
+ */
+START_TEST(unmap_partial_physical_blocks)
+{
+        struct stat st;
+        ck_assert_int_eq(fstat(h.lun->bs->fd, &st), 0);
+        ck_assert_msg(st.st_blksize == 4096, "this test assumes 4 KiB filesystem blocks");
+        uint8_t *buf = h_pattern(64 * 512, 33);
+        h_assert_good(h_write10(0, 64, buf));
+        uint64_t lba[3] = {3, 9, 24};
+        uint32_t n[3] = {1, 12, 16}; /* inside one block; two partial blocks; two whole ones */
+        h_assert_good(unmap(lba, n, 3, 8 + 48));
+        struct scsi_task *t = h_read10(0, 64);
+        h_assert_good(t);
+        for (uint32_t b = 0; b < 64; b++) {
+                bool gone = b == 3 || (b >= 9 && b < 21) || (b >= 24 && b < 40);
+                if (gone)
+                        ck_assert_msg(h_all_zero(t->data_in + 512 * b, 512), "LBA %u", b);
+                else
+                        ck_assert_msg(memcmp(t->data_in + 512 * b, buf + 512 * b, 512) == 0,
+                                      "LBA %u", b);
+        }
+        assert_lba_run(0, 24, 0);
+        assert_lba_run(3, 21, 0); /* zeroes, but its block holds LBAs 0-2 and 4-7 */
+        assert_lba_run(24, 16, 1);
+        assert_lba_run(31, 9, 1);
+        assert_lba_run(40, 24, 0);
+        assert_lba_run(64, H_BLOCKS - 64, 1);
+        /* the same through WRITE SAME(16) with UNMAP, unaligned as the initiator likes */
+        for (uint32_t i = 1; i < 8; i++) {
+                h_assert_good(h_write10(0, 64, buf));
+                uint8_t zero[512] = {0};
+                h_assert_good(write_same(0x93, 8 + i, 8 - i, 0x08, zero, 512));
+                t = h_read10(8, 8);
+                ck_assert_mem_eq(t->data_in, buf + 8 * 512, i * 512);
+                ck_assert(h_all_zero(t->data_in + i * 512, (8 - i) * 512));
+        }
+        assert_lba_run(0, 64, 0); /* LBA 8 kept its block */
+        free(buf);
+}
+END_TEST
+
 START_TEST(unmap_thick_unsupported)
 {
         uint64_t lba = 0;
@@ -535,6 +594,7 @@ int main(void)
         tcase_add_test(tc, write_same_pattern_and_zero);
         tcase_add_test(tc, write_same_unmap);
         tcase_add_test(tc, unmap_then_zeroes_and_status);
+        tcase_add_test(tc, unmap_partial_physical_blocks);
         tcase_add_test(tc, get_lba_status_limits);
         tcase_add_test(tc, prefetch);
         tcase_add_test(tc, read_defect_data);

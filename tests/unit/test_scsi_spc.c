@@ -135,7 +135,12 @@ START_TEST(vpd_block_limits_and_provisioning)
         ck_assert_uint_ge(get_be32(d + 24), 1);   /* MAXIMUM UNMAP BLOCK DESCRIPTOR COUNT */
         ck_assert_uint_ge(get_be64(d + 36), 256); /* MAXIMUM WRITE SAME LENGTH */
         ck_assert_uint_le(get_be64(d + 36), max_xfer);
-        ck_assert_uint_eq(get_be32(d + 44), 0); /* no atomic writes */
+        /* Without a journal: one 512-byte block is atomic (a device sector), nothing more. */
+        ck_assert_uint_eq(get_be32(d + 44), 1); /* MAXIMUM ATOMIC TRANSFER LENGTH */
+        ck_assert_uint_eq(get_be32(d + 48), 1); /* ATOMIC ALIGNMENT */
+        ck_assert_uint_eq(get_be32(d + 52), 1); /* ATOMIC TRANSFER LENGTH GRANULARITY */
+        ck_assert_uint_eq(get_be32(d + 56), 0); /* no ATOMIC BOUNDARY support */
+        ck_assert_uint_eq(get_be32(d + 60), 0);
         t = inquiry(true, 0xb2, 255);
         ck_assert_int_eq(t->data_in[5], 0xe4); /* LBPU, LBPWS, LBPWS10, LBPRZ */
         ck_assert_int_eq(t->data_in[6] & 0x07, 0x02);
@@ -446,6 +451,82 @@ START_TEST(software_write_protect)
 }
 END_TEST
 
+/* A CDB of entry e with every field zero (transfer length 0) but its service action. */
+static void cdb_of_entry(uint8_t *cdb, const struct scsi_opcode_entry *e)
+{
+        memset(cdb, 0, SCSI_CDB_MAX);
+        cdb[0] = e->opcode;
+        if (e->has_service_action)
+                cdb[1] = (uint8_t)e->service_action;
+}
+
+START_TEST(read_only_lun)
+{
+        h.lun->read_only = true;
+        h_clear_ua(&h.nx);
+        /* WP in the device-specific parameter of MODE SENSE(6) and (10) */
+        struct scsi_task *t = mode_sense6(&h.nx, 1, 0, 0x3f, 0, 255);
+        h_assert_good(t);
+        ck_assert_int_eq(t->data_in[2], 0x90); /* WP + DPOFUA */
+        uint8_t ms10[10] = {0x5a, 0x08, 0x3f, 0, 0, 0, 0, 0, 255, 0};
+        t = h_run(ms10, 10, NULL, 0, 255);
+        h_assert_good(t);
+        ck_assert_int_eq(t->data_in[3], 0x90);
+        t = mode_sense6(&h.nx, 1, 1, 0x3f, 0, 255); /* changeable values: WP is not */
+        ck_assert_int_eq(t->data_in[2], 0);
+        /* every command of the table that changes the medium: DATA PROTECT, WRITE PROTECTED */
+        unsigned checked = 0;
+        for (size_t i = 0; i < scsi_opcode_table_len; i++) {
+                const struct scsi_opcode_entry *e = &scsi_opcode_table[i];
+                if (!(e->flags & SCSI_F_WRITES_MEDIUM))
+                        continue;
+                uint8_t cdb[SCSI_CDB_MAX];
+                cdb_of_entry(cdb, e);
+                ck_assert_msg(h_run(cdb, e->cdb_len, NULL, 0, 0)->reason == SR_WRITE_PROTECTED,
+                              "%s is not refused", e->name);
+                h_assert_sense(&h.task, 0x7, 0x27, 0x00);
+                checked++;
+        }
+        ck_assert_uint_eq(checked,
+                          12); /* WRITE x4, AND VERIFY x3, ORWRITE, SAME x2, UNMAP, ATOMIC */
+        /* and with real data nothing reaches the medium; reads still work */
+        uint8_t *buf = h_pattern(8 * 512, 5);
+        h_assert_sense(h_write10(0, 8, buf), 0x7, 0x27, 0x00);
+        t = h_read10(0, 8);
+        h_assert_good(t);
+        ck_assert(h_all_zero(t->data_in, 8 * 512));
+        /* clearing SWP does not lift a configured write protection */
+        set_control(&h.nx, false, false);
+        h_assert_sense(h_write10(0, 8, buf), 0x7, 0x27, 0x00);
+        h.lun->read_only = false;
+        h_assert_good(h_write10(0, 8, buf));
+        free(buf);
+}
+END_TEST
+
+/* A read-only backing store is opened O_RDONLY: it can be neither written nor created. */
+START_TEST(read_only_backstore)
+{
+        char path[64];
+        snprintf(path, sizeof(path), "/tmp/tandem-ro-test-XXXXXX");
+        int fd = mkstemp(path);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(ftruncate(fd, 1 << 20), 0);
+        close(fd);
+        struct bs_dev *bs = NULL;
+        struct bs_open_opts ro = {.read_only = true, .must_exist = true};
+        ck_assert_int_eq(bs_open(path, &ro, &bs), 0);
+        uint8_t blk[512] = {1};
+        ck_assert_int_eq(bs_write(bs, blk, sizeof(blk), 0), -EBADF);
+        ck_assert_int_eq(bs_read(bs, blk, sizeof(blk), 0), 0);
+        ck_assert_uint_eq(bs->size, 1 << 20);
+        bs_close(bs);
+        struct bs_open_opts grow = {.read_only = true, .create_size = 2 << 20};
+        ck_assert_int_eq(bs_open(path, &grow, &bs), -EINVAL);
+        unlink(path);
+}
+END_TEST
+
 START_TEST(descriptor_sense_with_d_sense)
 {
         h_clear_ua(&h.nx);
@@ -540,6 +621,8 @@ int main(void)
         tcase_add_test(tc, mode_select_rejects);
         tcase_add_test(tc, prevent_allow_and_start_stop);
         tcase_add_test(tc, software_write_protect);
+        tcase_add_test(tc, read_only_lun);
+        tcase_add_test(tc, read_only_backstore);
         tcase_add_test(tc, descriptor_sense_with_d_sense);
         tcase_add_test(tc, reserve_release);
         tcase_add_test(tc, reservation_ends_with_reset_and_nexus);
