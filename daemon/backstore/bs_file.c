@@ -292,18 +292,17 @@ int bs_unmap(struct bs_dev *bs, uint64_t off, uint64_t len)
 {
 	if (len == 0)
 		return 0;
-	int rc;
-	if (bs->is_blockdev) {
-		uint64_t range[2] = {off, len};
-		rc = ioctl(bs->fd, BLKDISCARD, range) < 0 ? -errno : 0;
-	} else {
-		rc = fallocate(bs->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
-			       (off_t)len) < 0
-			     ? -errno
-			     : 0;
-	}
-	/* Deallocated blocks must read as zeroes (LBPRZ): fall back to writing them. */
-	if (rc == -EOPNOTSUPP || rc == -ENOTTY)
+	/*
+	 * PUNCH_HOLE deallocates and guarantees zeroes on files and, since Linux 4.9, on block
+	 * devices too (unlike BLKDISCARD, whose discarded blocks may read back anything), so
+	 * LBPRZ holds for thin LUNs on LVM volumes as well.
+	 */
+	int rc = fallocate(bs->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+			   (off_t)len) < 0
+			 ? -errno
+			 : 0;
+	/* No deallocation here: write the zeroes the initiator will read back. */
+	if (rc == -EOPNOTSUPP || rc == -ENOTTY || rc == -ENODEV)
 		return bs_write_zeroes(bs, off, len);
 	if (rc == 0)
 		atomic_fetch_add(&bs->write_seq, 1);
