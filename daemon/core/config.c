@@ -552,6 +552,19 @@ static int validate_iscsi(const struct tdm_iscsi_cfg *c, char *err, size_t errle
         "a read-only LUN cannot create or grow its backing store: leave size out (the existing "   \
         "size is used)"
 
+int tdm_physical_block_size_check(uint32_t physical_block_size, uint32_t block_size,
+                                  const char *field, char *err, size_t errlen)
+{
+        uint32_t pbs = physical_block_size;
+        if (pbs == 0)
+                return 0;
+        if (pbs < block_size || pbs > TDM_MAX_PHYSICAL_BLOCK_SIZE || (pbs & (pbs - 1)))
+                return fail(err, errlen, -EINVAL, field,
+                            "must be block_size (%u) times a power of two, at most %u, got %u",
+                            block_size, TDM_MAX_PHYSICAL_BLOCK_SIZE, pbs);
+        return 0;
+}
+
 static int validate_lun(const struct tdm_lun_cfg *l, const char *f, char *err, size_t errlen)
 {
         char g[FIELD_MAX];
@@ -569,6 +582,9 @@ static int validate_lun(const struct tdm_lun_cfg *l, const char *f, char *err, s
         uint32_t bs = l->block_size;
         if (bs != 512 && bs != 1024 && bs != 2048 && bs != 4096)
                 return fail(err, errlen, -EINVAL, g, "must be 512, 1024, 2048 or 4096, got %u", bs);
+        field_join(g, f, "physical_block_size");
+        if ((rc = tdm_physical_block_size_check(l->physical_block_size, bs, g, err, errlen)))
+                return rc;
         field_join(g, f, "size");
         if (l->size % bs != 0)
                 return fail(err, errlen, -EINVAL, g, "must be a positive multiple of %u", bs);
@@ -956,9 +972,18 @@ static int parse_iscsi(struct parser *p, const config_setting_t *s)
 static int parse_lun(struct parser *p, const config_setting_t *s, const char *field,
                      struct tdm_lun_cfg *l)
 {
-        static const char *const keys[] = {"lun",    "path",       "size", "thin",
-                                           "direct", "block_size", "naa",  "serial",
-                                           "wce",    "readonly",   NULL};
+        static const char *const keys[] = {"lun",
+                                           "path",
+                                           "size",
+                                           "thin",
+                                           "direct",
+                                           "block_size",
+                                           "naa",
+                                           "serial",
+                                           "wce",
+                                           "readonly",
+                                           "physical_block_size",
+                                           NULL};
         char f[FIELD_MAX];
         const config_setting_t *m;
         int rc;
@@ -976,6 +1001,18 @@ static int parse_lun(struct parser *p, const config_setting_t *s, const char *fi
         if ((m = member(s, "block_size", field, f)) &&
             (rc = get_u32(p, m, f, 512, 4096, &l->block_size)))
                 return rc;
+        if ((m = member(s, "physical_block_size", field, f))) {
+                uint64_t v;
+                if ((rc = get_size(p, m, f, &v)))
+                        return rc;
+                /* 0 here is a mistake: leaving the field out means "same as block_size". */
+                if (v == 0 || v > TDM_MAX_PHYSICAL_BLOCK_SIZE)
+                        return fail(p->err, p->errlen, -EINVAL, f,
+                                    "must be block_size (%u) times a power of two, at most %u, "
+                                    "got %" PRIu64,
+                                    l->block_size, TDM_MAX_PHYSICAL_BLOCK_SIZE, v);
+                l->physical_block_size = (uint32_t)v;
+        }
         if ((m = member(s, "size", field, f))) {
                 if ((rc = get_size(p, m, f, &l->size)))
                         return rc;
@@ -1237,6 +1274,8 @@ static void tree_lun(config_setting_t *list, const struct tdm_lun_cfg *l)
                 config_setting_set_int64(config_setting_add(g, "size", CONFIG_TYPE_INT64),
                                          (long long)l->size);
         add_int(g, "block_size", l->block_size);
+        if (l->physical_block_size)
+                add_int(g, "physical_block_size", l->physical_block_size);
         add_bool(g, "thin", l->thin);
         add_bool(g, "direct", l->direct);
         add_bool(g, "wce", l->wce);
@@ -1471,6 +1510,9 @@ int tdm_config_add_lun(struct tdm_config *cfg, const char *iqn, const struct tdm
             l.block_size != 4096)
                 return fail(err, errlen, -EINVAL, "block_size",
                             "must be 512, 1024, 2048 or 4096, got %u", l.block_size);
+        if ((rc = tdm_physical_block_size_check(l.physical_block_size, l.block_size,
+                                                "physical_block_size", err, errlen)))
+                return rc;
         if (l.size % l.block_size)
                 return fail(err, errlen, -EINVAL, "size", "must be a positive multiple of %u",
                             l.block_size);

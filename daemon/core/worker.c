@@ -55,11 +55,25 @@ const struct tdm_iscsi_cfg *iscsi_worker_cfg(struct iscsi_worker *w)
 	return &w->cfg;
 }
 
+/* Reads pause while a slow reader has too much queued (backpressure), writes wait for room. */
+static void conn_update_events(struct iscsi_worker *w, struct iscsi_conn *c)
+{
+	struct epoll_event ev = {.events = (c->rx_paused ? 0 : EPOLLIN) |
+					   (c->want_write ? EPOLLOUT : 0),
+				 .data.ptr = c};
+	epoll_ctl(w->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
 void iscsi_worker_want_write(struct iscsi_worker *w, struct iscsi_conn *c, bool on)
 {
-	struct epoll_event ev = {.events = EPOLLIN | (on ? EPOLLOUT : 0), .data.ptr = c};
-	epoll_ctl(w->epfd, EPOLL_CTL_MOD, c->fd, &ev);
 	c->want_write = on;
+	conn_update_events(w, c);
+}
+
+void iscsi_worker_pause_rx(struct iscsi_worker *w, struct iscsi_conn *c, bool paused)
+{
+	c->rx_paused = paused;
+	conn_update_events(w, c);
 }
 
 void iscsi_worker_conn_unlink(struct iscsi_worker *w, struct iscsi_conn *c)
@@ -149,6 +163,8 @@ static void *worker_main(void *arg)
 				rc = iscsi_conn_flush(c);
 			if (rc == 0 && c->kill)
 				rc = -ECONNRESET;
+			if (rc == 0)
+				iscsi_conn_check_backpressure(c);
 			if (rc < 0) {
 				conn_close(w, c, rc);
 				/* Later events in this batch may name the freed connection. */

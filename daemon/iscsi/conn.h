@@ -18,6 +18,12 @@ struct iscsi_conn;
 /* Largest SCSI data transfer a single command may ask for. */
 #define ISCSI_MAX_XFER (32u * 1024 * 1024)
 #define ISCSI_TASK_HASH 256
+/* Per-connection bounds on what a hostile or slow initiator can make us hold. */
+#define ISCSI_TX_QUEUE_HIGH (64u * 1024 * 1024) /* stop reading above this much queued output */
+#define ISCSI_TX_QUEUE_LOW (16u * 1024 * 1024)  /* and resume below this */
+#define ISCSI_COLLECT_MAX (256u * 1024 * 1024)  /* write data being collected at once */
+#define ISCSI_TASKS_HIGH 4096u /* answered tasks whose PDUs are not sent yet */
+#define ISCSI_COLLECTING_MAX 1024u /* tasks waiting for Data-Out at once */
 
 enum iscsi_task_state {
 	ISCSI_TASK_COLLECTING, /* waiting for Data-Out */
@@ -36,6 +42,7 @@ struct iscsi_task {
 	enum iscsi_task_state state;
 	/* Data-Out collection. */
 	uint8_t *wbuf;
+	uint32_t wbuf_size;
 	uint32_t want;      /* bytes we collect: min(edtl, what the CDB transfers) capped */
 	uint32_t received;  /* bytes received (any order within bursts) */
 	uint32_t r2t_offset; /* next offset to solicit */
@@ -101,11 +108,15 @@ struct iscsi_conn {
 	struct iscsi_tx *tx_head, *tx_tail;
 	struct iscsi_tx *tx_pool;
 	uint32_t tx_pooled;
+	uint64_t tx_queued_bytes;
+	bool rx_paused;
+	uint64_t collect_bytes; /* sum of wbuf sizes of tasks collecting Data-Out */
 	bool want_write;
 
 	/* Tasks waiting for Data-Out, by ITT. */
 	struct iscsi_task *tasks[ISCSI_TASK_HASH];
 	uint32_t tasks_active;
+	uint32_t tasks_collecting; /* tasks in tasks[] */
 	struct iscsi_task *task_free;
 	uint32_t next_ttt;
 
@@ -153,6 +164,8 @@ struct iscsi_tx *iscsi_tx_alloc(struct iscsi_conn *c);
 void iscsi_tx_queue(struct iscsi_conn *c, struct iscsi_tx *tx);
 void iscsi_tx_free(struct iscsi_conn *c, struct iscsi_tx *tx);
 void iscsi_tx_pool_drain(struct iscsi_conn *c);
+/* Pause or resume reading from the initiator according to the queued output. */
+void iscsi_conn_check_backpressure(struct iscsi_conn *c);
 void iscsi_tx_seal(struct iscsi_conn *c, struct iscsi_tx *tx);
 void iscsi_send_reject(struct iscsi_conn *c, const uint8_t *bhs, uint8_t reason);
 void iscsi_fill_sn(struct iscsi_conn *c, uint8_t *bhs, bool advance_stat);
@@ -192,6 +205,7 @@ struct scsi_lun *iscsi_session_lun(struct iscsi_session *s, uint64_t id);
 uint64_t tdm_now_ns(void);
 void iscsi_worker_conn_unlink(struct iscsi_worker *w, struct iscsi_conn *c);
 void iscsi_worker_want_write(struct iscsi_worker *w, struct iscsi_conn *c, bool on);
+void iscsi_worker_pause_rx(struct iscsi_worker *w, struct iscsi_conn *c, bool paused);
 const struct tdm_iscsi_cfg *iscsi_worker_cfg(struct iscsi_worker *w);
 
 #endif

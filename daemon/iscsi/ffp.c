@@ -127,6 +127,7 @@ static void abort_lun_tasks(struct iscsi_conn *c, uint64_t lun)
 			struct iscsi_task *t = *pp;
 			if (lun == UINT64_MAX || t->scsi.lun_id == lun) {
 				*pp = t->hash_next;
+				c->tasks_collecting--;
 				iscsi_task_put(c, t);
 			} else {
 				pp = &t->hash_next;

@@ -39,6 +39,8 @@ void iscsi_task_put(struct iscsi_conn *c, struct iscsi_task *t)
 	t->scsi.lun = NULL;
 	free(t->wbuf);
 	t->wbuf = NULL;
+	c->collect_bytes -= t->wbuf_size;
+	t->wbuf_size = 0;
 	c->tasks_active--;
 	t->free_next = c->task_free;
 	c->task_free = t;
@@ -49,6 +51,7 @@ static void task_hash(struct iscsi_conn *c, struct iscsi_task *t)
 	uint32_t b = t->itt % ISCSI_TASK_HASH;
 	t->hash_next = c->tasks[b];
 	c->tasks[b] = t;
+	c->tasks_collecting++;
 }
 
 void iscsi_task_unhash(struct iscsi_conn *c, struct iscsi_task *t)
@@ -56,8 +59,10 @@ void iscsi_task_unhash(struct iscsi_conn *c, struct iscsi_task *t)
 	struct iscsi_task **pp = &c->tasks[t->itt % ISCSI_TASK_HASH];
 	while (*pp && *pp != t)
 		pp = &(*pp)->hash_next;
-	if (*pp)
+	if (*pp) {
 		*pp = t->hash_next;
+		c->tasks_collecting--;
+	}
 	t->hash_next = NULL;
 }
 
@@ -75,6 +80,7 @@ void iscsi_conn_drop_tasks(struct iscsi_conn *c)
 		while (c->tasks[b]) {
 			struct iscsi_task *t = c->tasks[b];
 			c->tasks[b] = t->hash_next;
+			c->tasks_collecting--;
 			iscsi_task_put(c, t);
 		}
 	}
@@ -363,11 +369,21 @@ int iscsi_scsi_cmd(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data
 		return 0;
 	}
 	uint32_t bufsz = t->want > t->unsolicited_end ? t->want : t->unsolicited_end;
+	if (c->collect_bytes + bufsz > ISCSI_COLLECT_MAX ||
+	    c->tasks_collecting >= ISCSI_COLLECTING_MAX) {
+		/* Too much write data held for this initiator: it retries when some completes. */
+		log_warn("%s: %llu bytes of write data already being collected: TASK SET FULL",
+			 c->peer, (unsigned long long)c->collect_bytes);
+		task_fail(c, t, SR_TASK_SET_FULL);
+		return 0;
+	}
 	t->wbuf = malloc(bufsz ? bufsz : 1);
 	if (!t->wbuf) {
 		task_fail(c, t, SR_INTERNAL_ERROR);
 		return 0;
 	}
+	t->wbuf_size = bufsz;
+	c->collect_bytes += bufsz;
 	memcpy(t->wbuf, data, len);
 	t->received = len;
 	t->r2t_offset = t->unsolicited_end > t->want ? t->want : t->unsolicited_end;

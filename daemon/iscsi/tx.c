@@ -88,6 +88,7 @@ void iscsi_tx_seal(struct iscsi_conn *c, struct iscsi_tx *tx)
 
 void iscsi_tx_queue(struct iscsi_conn *c, struct iscsi_tx *tx)
 {
+	c->tx_queued_bytes += tx->hdr_len + tx->data_len + tx->trailer_len;
 	tx->next = NULL;
 	if (c->tx_tail)
 		c->tx_tail->next = tx;
@@ -189,6 +190,7 @@ int iscsi_conn_flush(struct iscsi_conn *c)
 				break;
 			}
 			left -= rest;
+			c->tx_queued_bytes -= total;
 			c->tx_head = tx->next;
 			if (!c->tx_head)
 				c->tx_tail = NULL;
@@ -201,4 +203,16 @@ int iscsi_conn_flush(struct iscsi_conn *c)
 	if (c->want_write)
 		iscsi_worker_want_write(c->worker, c, false);
 	return 0;
+}
+
+void iscsi_conn_check_backpressure(struct iscsi_conn *c)
+{
+	/* Tasks still collecting data need reads to finish: only answered ones count here. */
+	uint32_t answered = c->tasks_active - c->tasks_collecting;
+	bool high = c->tx_queued_bytes > ISCSI_TX_QUEUE_HIGH || answered > ISCSI_TASKS_HIGH;
+	bool low = c->tx_queued_bytes < ISCSI_TX_QUEUE_LOW && answered < ISCSI_TASKS_HIGH / 2;
+	if (!c->rx_paused && high)
+		iscsi_worker_pause_rx(c->worker, c, true);
+	else if (c->rx_paused && low)
+		iscsi_worker_pause_rx(c->worker, c, false);
 }

@@ -206,23 +206,41 @@ void scsi_lun_count_bytes(struct scsi_lun *lun, bool is_write, uint64_t bytes)
                 atomic_fetch_add_explicit(&lun->stats.read_bytes, bytes, memory_order_relaxed);
 }
 
-/*
- * A file on a 4 KiB filesystem has 4 KiB "physical" blocks (exponent 3 with 512-byte
- * blocks), and unmapping part of one is handled (those LBAs read back zeroes, the block
- * stays allocated and GET LBA STATUS says so). The exponent reported is still 0: libiscsi
- * 1.19's GetLBAStatus.UnmapSingle asks GET LBA STATUS about LBA i + 1 and wants the first
- * descriptor to start at i + LBPPB, where SBC-4 has it start at the LBA asked about; only
- * with one logical block per physical block do the two agree. OPTIMAL TRANSFER LENGTH
- * GRANULARITY and the UNMAP GRANULARITY still tell initiators about the 4 KiB.
- */
-uint8_t scsi_lun_lbppb_exponent(const struct scsi_lun *lun)
+int scsi_lun_set_physical_block_size(struct scsi_lun *lun, uint32_t bytes)
 {
-        (void)lun;
+        if (bytes == 0)
+                bytes = lun->block_size;
+        if (bytes < lun->block_size || bytes > SCSI_MAX_PHYS_BLOCK_BYTES ||
+            (bytes & (bytes - 1)))
+                return -EINVAL;
+        uint8_t exponent = 0;
+        while ((lun->block_size << exponent) < bytes)
+                exponent++;
+        lun->lbppb_exponent = exponent;
         return 0;
 }
 
+/*
+ * The exponent is the configured one (physical_block_size), 0 by default although a file
+ * on a 4 KiB filesystem has 4 KiB blocks: libiscsi 1.19's GetLBAStatus.UnmapSingle asks
+ * GET LBA STATUS about LBA i + 1 and wants the first descriptor to start at i + LBPPB,
+ * where SBC-4 has it start at the LBA asked about; only with one logical block per
+ * physical block do the two agree. OPTIMAL TRANSFER LENGTH GRANULARITY and UNMAP
+ * GRANULARITY tell initiators about the 4 KiB either way. Unmapping part of a physical
+ * block is handled (those LBAs read back zeroes, the block stays allocated and GET LBA
+ * STATUS says so), so WRITE SAME / UNMAP need no alignment whatever the exponent.
+ */
+uint8_t scsi_lun_lbppb_exponent(const struct scsi_lun *lun)
+{
+        return lun->lbppb_exponent;
+}
+
+/* The larger of a page / filesystem block and the physical block, in logical blocks. */
 uint32_t scsi_lun_granularity_blocks(const struct scsi_lun *lun)
 {
-        return lun->block_size >= SCSI_GRANULARITY_BYTES ? 1
-                                                         : SCSI_GRANULARITY_BYTES / lun->block_size;
+        uint32_t physical = 1u << lun->lbppb_exponent;
+        uint32_t page = lun->block_size >= SCSI_GRANULARITY_BYTES
+                            ? 1
+                            : SCSI_GRANULARITY_BYTES / lun->block_size;
+        return physical > page ? physical : page;
 }

@@ -21,6 +21,7 @@
 #define SCSI_MAX_UNMAP_BLOCKS        (1024u * 1024)      /* MAXIMUM UNMAP LBA COUNT */
 #define SCSI_MAX_UNMAP_DESCRIPTORS   256u                /* MAXIMUM UNMAP BLOCK DESCRIPTOR COUNT */
 #define SCSI_GRANULARITY_BYTES       4096u /* page / filesystem block: alignment hint */
+#define SCSI_MAX_PHYS_BLOCK_BYTES    65536u /* largest physical block a LUN may report */
 #define SCSI_GET_LBA_STATUS_MAX_DESC 64u
 #define SCSI_MAX_ATOMIC_BYTES        (1024u * 1024) /* WRITE ATOMIC with a journal, in bytes */
 
@@ -177,9 +178,9 @@ enum scsi_reason scsi_cdb_check_usage(struct scsi_task *task, const struct scsi_
 
 /* lun.c */
 void scsi_lun_count_bytes(struct scsi_lun *lun, bool is_write, uint64_t bytes);
-/* LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT of READ CAPACITY(16) (see lun.c for why 0). */
+/* LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT of READ CAPACITY(16) (see lun.c: 0 by default). */
 uint8_t scsi_lun_lbppb_exponent(const struct scsi_lun *lun);
-/* Alignment hint: logical blocks per page / filesystem block. */
+/* Alignment hint: logical blocks per page / filesystem block or per physical block. */
 uint32_t scsi_lun_granularity_blocks(const struct scsi_lun *lun);
 
 /*

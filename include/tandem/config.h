@@ -31,6 +31,7 @@
 #define TDM_DEFAULT_NOP_TIMEOUT_S       10u
 #define TDM_DEFAULT_LOGIN_TIMEOUT_S     15u
 #define TDM_DEFAULT_BLOCK_SIZE          512u
+#define TDM_MAX_PHYSICAL_BLOCK_SIZE     65536u
 #define TDM_DEFAULT_TPGT                1u
 
 /* NAA type 6 company id: a locally administered CID (U/L bit set, M bit clear), our choice. */
@@ -57,6 +58,12 @@ struct tdm_lun_cfg {
         bool thin;
         bool direct; /* O_DIRECT */
         uint32_t block_size;
+        /*
+         * Physical block size reported to initiators (READ CAPACITY(16) exponent), e.g. 4096
+         * on 512-byte blocks for "512e". 0 = block_size; else block_size times a power of
+         * two, at most TDM_MAX_PHYSICAL_BLOCK_SIZE.
+         */
+        uint32_t physical_block_size;
         char naa[33];    /* 32 hex digits: NAA type 6 designator; generated on add */
         char serial[33]; /* generated on add */
         bool wce;        /* write cache enabled at start */
@@ -139,6 +146,12 @@ int tdm_config_copy(struct tdm_config *dst, const struct tdm_config *src);
 struct tdm_lun_cfg *tdm_config_find_lun(struct tdm_target_cfg *t, uint64_t lun);
 /* A LUN with defaults (block size 512, wce on, not thin, not direct, writable, size 0). */
 void tdm_lun_defaults(struct tdm_lun_cfg *lun);
+/*
+ * physical_block_size check against block_size (0 passes: it means block_size); field is
+ * the name used in the message ("targets[0].luns[1].physical_block_size").
+ */
+int tdm_physical_block_size_check(uint32_t physical_block_size, uint32_t block_size,
+                                  const char *field, char *err, size_t errlen);
 /* CHAP settings check; field names the prefix used in messages ("chap", "discovery.chap"). */
 int tdm_chap_check(const struct tdm_chap_cfg *chap, const char *field, char *err, size_t errlen);
 /* iSCSI names compare case-insensitively (RFC 3722 normalises them to lower case). */

@@ -101,6 +101,7 @@ struct scsi_lun {
 	uint64_t id; /* LUN number within its target */
 	struct bs_dev *bs;
 	uint32_t block_size;
+	uint8_t lbppb_exponent; /* physical block = block_size << this (READ CAPACITY(16)) */
 	_Atomic uint64_t num_blocks;
 	uint8_t naa[16];      /* NAA IEEE Registered Extended (type 6) designator */
 	char serial[33];      /* unit serial number, VPD 0x80 */
@@ -256,6 +257,12 @@ void scsi_lun_raise_ua(struct scsi_lun *lun, enum scsi_ua_kind kind, uint64_t or
  * single logical block only. Call before the LUN serves commands; 0 or -errno.
  */
 int scsi_lun_attach_atomic_journal(struct scsi_lun *lun, const char *path);
+/*
+ * Physical block size the LUN reports (512e: 512-byte logical blocks on 4096-byte physical
+ * ones). A power-of-two multiple of block_size, at most 65536; 0 means block_size. Call
+ * before the LUN serves commands; 0 or -EINVAL.
+ */
+int scsi_lun_set_physical_block_size(struct scsi_lun *lun, uint32_t bytes);
 
 struct scsi_target *scsi_target_create(const char *iqn);
 void scsi_target_get(struct scsi_target *t);
