@@ -22,7 +22,7 @@ static const struct {
     {"target", "  target add IQN\n"
                "  target del IQN              (its LUNs go too; backing files are kept)\n"},
     {"lun", "  lun add IQN LUN PATH [--size BYTES] [--thin] [--direct] [--block-size N]\n"
-            "          [--readonly]\n"
+            "          [--physical-block-size N] [--readonly]\n"
             "  lun del IQN LUN\n"},
     {"acl", "  acl add IQN INITIATOR_IQN|ALL\n"
             "  acl del IQN INITIATOR_IQN|ALL\n"},
@@ -47,6 +47,8 @@ static const char usage_details[] =
     "BYTES takes K M G T P (powers of 1024, also KiB MiB ...) or KB MB GB TB PB\n"
     "(powers of 1000). --thin allows UNMAP. --direct opens with O_DIRECT.\n"
     "--readonly exports PATH write protected (opened read-only; no --size).\n"
+    "--physical-block-size reports bigger physical blocks than --block-size (e.g. 4096\n"
+    "on 512-byte blocks: \"512e\"); a power-of-two multiple of it, at most 65536.\n"
     "CHAP secrets are 12..255 characters; USER/SECRET after --mutual are what the\n"
     "target answers with when the initiator authenticates it.\n"
     "Must run as root.\n";
@@ -103,7 +105,7 @@ static int parse_lun_id(const char *v, uint32_t *out, char *err, size_t errlen)
 struct args {
         const char *pos[8];
         int n_pos;
-        const char *size, *block_size, *mutual_user, *mutual_secret;
+        const char *size, *block_size, *physical_block_size, *mutual_user, *mutual_secret;
         bool thin, direct, readonly, discovery, json, help;
 };
 
@@ -135,6 +137,8 @@ static int collect(struct args *a, int argc, char **argv, int i, const char *cmd
                         slot = &a->size;
                 else if (strcmp(s, "--block-size") == 0)
                         slot = &a->block_size;
+                else if (strcmp(s, "--physical-block-size") == 0)
+                        slot = &a->physical_block_size;
                 else if (strcmp(s, "--mutual") == 0) {
                         if (i + 2 >= argc)
                                 return bad(err, errlen, "%s: --mutual needs USER and SECRET", cmd);
@@ -144,6 +148,8 @@ static int collect(struct args *a, int argc, char **argv, int i, const char *cmd
                         a->size = s + 7;
                 else if (strncmp(s, "--block-size=", 13) == 0)
                         a->block_size = s + 13;
+                else if (strncmp(s, "--physical-block-size=", 22) == 0)
+                        a->physical_block_size = s + 22;
                 else
                         return bad(err, errlen, "%s: unknown option \"%s\"", cmd, s);
                 if (slot) {
@@ -164,6 +170,7 @@ enum {
         O_DISCOVERY = 16,
         O_MUTUAL = 32,
         O_READONLY = 64,
+        O_PHYSICAL_BLOCK = 128,
 };
 
 static int check_options(const struct args *a, unsigned allowed, const char *cmd, char *err,
@@ -181,6 +188,7 @@ static int check_options(const struct args *a, unsigned allowed, const char *cmd
             {a->discovery, O_DISCOVERY, "--discovery"},
             {a->mutual_user != NULL, O_MUTUAL, "--mutual"},
             {a->readonly, O_READONLY, "--readonly"},
+            {a->physical_block_size != NULL, O_PHYSICAL_BLOCK, "--physical-block-size"},
         };
         for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
                 if (opts[i].given && !(opts[i].flag & allowed))
@@ -223,13 +231,32 @@ static int absolute_path(struct admin_ctl *ctl, const char *p, char *err, size_t
         return 0;
 }
 
+/* --physical-block-size: a size ("4096", "4K") that is block_size times a power of two. */
+static int parse_physical_block_size(const char *v, uint32_t block_size, uint32_t *out, char *err,
+                                     size_t errlen)
+{
+        uint64_t n;
+        if (tdm_parse_size(v, &n) < 0 || n == 0 || n > TDM_MAX_PHYSICAL_BLOCK_SIZE)
+                return bad(err, errlen,
+                           "physical-block-size: must be block-size (%u) times a power of two, "
+                           "at most %u, got \"%s\"",
+                           block_size, TDM_MAX_PHYSICAL_BLOCK_SIZE, v);
+        int rc = tdm_physical_block_size_check((uint32_t)n, block_size, "physical-block-size", err,
+                                               errlen);
+        if (rc)
+                return rc;
+        *out = (uint32_t)n;
+        return 0;
+}
+
 static int parse_lun_add(struct admin_ctl *ctl, const struct args *a, char *err, size_t errlen)
 {
         Tandem__Admin__LunAdd *m = &ctl->op.lun_add;
         int rc;
         tandem__admin__lun_add__init(m);
-        if ((rc = check_options(a, O_SIZE | O_BLOCK | O_THIN | O_DIRECT | O_READONLY, "lun add",
-                                err, errlen)) ||
+        if ((rc = check_options(
+                 a, O_SIZE | O_BLOCK | O_THIN | O_DIRECT | O_READONLY | O_PHYSICAL_BLOCK, "lun add",
+                 err, errlen)) ||
             (rc = check_count(a, 3, "lun add", "IQN LUN PATH", err, errlen)) ||
             (rc = check_iqn("iqn", a->pos[0], err, errlen)) ||
             (rc = parse_lun_id(a->pos[1], &m->lun, err, errlen)) ||
@@ -255,6 +282,10 @@ static int parse_lun_add(struct admin_ctl *ctl, const struct args *a, char *err,
                 bs = (uint32_t)v;
                 m->block_size = bs;
         }
+        if (a->physical_block_size &&
+            (rc = parse_physical_block_size(a->physical_block_size, bs, &m->physical_block_size,
+                                            err, errlen)))
+                return rc;
         if (a->size) {
                 int r = tdm_parse_size(a->size, &m->size);
                 if (r == -ERANGE)
@@ -617,6 +648,8 @@ static json_object *status_json(const Tandem__Admin__Status *s)
                                                json_object_new_uint64(l->configured_size));
                         json_object_object_add(lj, "block_size",
                                                json_object_new_int64(l->block_size));
+                        json_object_object_add(lj, "physical_block_size",
+                                               json_object_new_int64(l->physical_block_size));
                         json_object_object_add(lj, "thin", json_object_new_boolean(l->thin));
                         json_object_object_add(lj, "wce", json_object_new_boolean(l->wce));
                         json_object_object_add(lj, "direct", json_object_new_boolean(l->direct));
@@ -690,8 +723,12 @@ static void status_text(FILE *out, const Tandem__Admin__Status *s)
                         const Tandem__Admin__LunInfo *l = t->luns[j];
                         char size[32];
                         human_size(size, sizeof(size), l->size);
-                        fprintf(out, "  lun %u  %s  %s  block %u%s%s%s%s%s\n", l->lun, size,
-                                l->path, l->block_size, l->thin ? "  thin" : "",
+                        char physical[32] = "";
+                        if (l->physical_block_size > l->block_size)
+                                snprintf(physical, sizeof(physical), "  physical %u",
+                                         l->physical_block_size);
+                        fprintf(out, "  lun %u  %s  %s  block %u%s%s%s%s%s%s\n", l->lun, size,
+                                l->path, l->block_size, physical, l->thin ? "  thin" : "",
                                 l->wce ? "  wce" : "", l->direct ? "  direct" : "",
                                 l->readonly ? "  readonly" : "", l->online ? "" : "  OFFLINE");
                         fprintf(out, "         naa.%s  serial %s\n", l->naa, l->serial);

@@ -162,11 +162,13 @@ static Tandem__Admin__LunInfo *lun_info(struct arena *a, struct scsi_target *st,
         li->serial = (char *)l->serial;
         li->wce = l->wce;
         li->readonly = l->readonly;
+        li->physical_block_size = l->physical_block_size ? l->physical_block_size : l->block_size;
         struct scsi_lun *lun = st ? scsi_target_get_lun(st, l->lun) : NULL;
         if (lun) {
                 li->online = true;
                 li->size = atomic_load(&lun->num_blocks) * lun->block_size;
                 li->wce = atomic_load(&lun->wce);
+                li->physical_block_size = lun->block_size << lun->lbppb_exponent;
                 scsi_lun_put(lun);
         }
         return li;
@@ -361,6 +363,7 @@ static void do_lun_add(struct arena *a, Response *r, const Tandem__Admin__LunAdd
         l.readonly = m->readonly;
         if (m->block_size)
                 l.block_size = m->block_size;
+        l.physical_block_size = m->physical_block_size;
         if (m->wce != TANDEM__ADMIN__TOGGLE__TOGGLE_DEFAULT)
                 l.wce = m->wce == TANDEM__ADMIN__TOGGLE__TOGGLE_ON;
         set_result(a, r, tdm_registry_lun_add(m->iqn, &l, err, sizeof(err)), err);

@@ -972,18 +972,9 @@ static int parse_iscsi(struct parser *p, const config_setting_t *s)
 static int parse_lun(struct parser *p, const config_setting_t *s, const char *field,
                      struct tdm_lun_cfg *l)
 {
-        static const char *const keys[] = {"lun",
-                                           "path",
-                                           "size",
-                                           "thin",
-                                           "direct",
-                                           "block_size",
-                                           "naa",
-                                           "serial",
-                                           "wce",
-                                           "readonly",
-                                           "physical_block_size",
-                                           NULL};
+        static const char *const keys[] = {
+            "lun", "path",   "size", "thin",     "direct", "block_size", "physical_block_size",
+            "naa", "serial", "wce",  "readonly", NULL};
         char f[FIELD_MAX];
         const config_setting_t *m;
         int rc;

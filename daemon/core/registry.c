@@ -142,6 +142,18 @@ static int lun_build(const struct tdm_lun_cfg *l, const char *field, struct scsi
                 rc = fail(err, errlen, -ENOMEM, NULL, "out of memory");
                 goto out_close;
         }
+        snprintf(f, sizeof(f), "%s%sphysical_block_size", field, *field ? "." : "");
+        if (scsi_lun_set_physical_block_size(lun, l->physical_block_size) < 0) {
+                /* The config checks say the same; this guards a caller that skipped them. */
+                rc = fail(err, errlen, -EINVAL, f,
+                          "must be block_size (%u) times a power of two, at most %u, got %u",
+                          l->block_size, TDM_MAX_PHYSICAL_BLOCK_SIZE, l->physical_block_size);
+                scsi_lun_put(lun); /* closes the backing store */
+                if (*created)
+                        unlink(l->path);
+                *created = false;
+                return rc;
+        }
         tdm_naa_to_bytes(l->naa, lun->naa);
         snprintf(lun->serial, sizeof(lun->serial), "%s", l->serial);
         lun->thin = l->thin;

@@ -593,16 +593,33 @@ static int respond(struct iscsi_login *l, const struct login_req *rq, struct isc
         }
         uint8_t flags = (uint8_t)(l->stage << 2);
         uint16_t tsih = 0;
+        int nsg = rq->nsg;
+        if (transit && nsg == ISCSI_STAGE_FULL_FEATURE) {
+                const char *why = NULL;
+                if (!iscsi_params_within_limits(&l->params, l->env->limits, l->type, &why)) {
+                        if (l->stage == ISCSI_STAGE_SECURITY && !l->keys_offered) {
+                                /*
+                                 * Skipping operational negotiation would leave RFC defaults we
+                                 * cannot honour: answer with the lower next stage instead, where
+                                 * our offers are made.
+                                 */
+                                nsg = ISCSI_STAGE_OPERATIONAL;
+                        } else {
+                                return login_fail(l, rq->bhs, ISCSI_LOGIN_INITIATOR_ERROR, why,
+                                                  rep);
+                        }
+                }
+        }
         if (transit) {
-                flags |= (uint8_t)(LOGIN_FLAG_T | rq->nsg);
-                if (rq->nsg == ISCSI_STAGE_FULL_FEATURE) {
+                flags |= (uint8_t)(LOGIN_FLAG_T | nsg);
+                if (nsg == ISCSI_STAGE_FULL_FEATURE) {
                         tsih = l->env->alloc_tsih ? l->env->alloc_tsih(l->env->arg) : 0;
                         if (tsih == 0)
                                 return login_fail(l, rq->bhs, ISCSI_LOGIN_OUT_OF_RESOURCES,
                                                   "no TSIH available", rep);
                         l->tsih = tsih;
                 }
-                l->stage = rq->nsg;
+                l->stage = nsg;
         }
         login_respond(l, rq, flags, tsih, (uint8_t *)rsp->data, rsp->len, rep);
         rsp->data = NULL;

@@ -131,6 +131,14 @@ enum iscsi_neg_outcome iscsi_params_negotiate(struct iscsi_session_params *p,
                                               const struct tdm_iscsi_cfg *lim,
                                               enum iscsi_session_type type, enum iscsi_key_id key,
                                               const char *value);
+/*
+ * Whether the negotiated values respect the target's configured limits (normal sessions).
+ * A login never reaches full feature phase with values we cannot honour.
+ */
+bool iscsi_params_within_limits(const struct iscsi_session_params *p,
+                                const struct tdm_iscsi_cfg *lim, enum iscsi_session_type type,
+                                const char **why);
+
 /* The initiator's answer to a key we offered (iscsi_params_offer). */
 enum iscsi_neg_outcome iscsi_params_take_answer(struct iscsi_session_params *p,
                                                 const struct tdm_iscsi_cfg *lim,

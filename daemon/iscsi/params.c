@@ -402,6 +402,27 @@ void iscsi_params_settle(struct iscsi_session_params *p)
                 p->first_burst = p->max_burst;
 }
 
+bool iscsi_params_within_limits(const struct iscsi_session_params *p,
+                                const struct tdm_iscsi_cfg *lim, enum iscsi_session_type type,
+                                const char **why)
+{
+        if (type != ISCSI_SESSION_NORMAL)
+                return true;
+        if (p->max_burst > our_max_burst(lim)) {
+                *why = "MaxBurstLength above the configured limit";
+                return false;
+        }
+        if (p->first_burst > our_first_burst(lim)) {
+                *why = "FirstBurstLength above the configured limit";
+                return false;
+        }
+        if (p->immediate_data && !lim->immediate_data) {
+                *why = "ImmediateData=Yes though the target is configured without it";
+                return false;
+        }
+        return true;
+}
+
 uint64_t iscsi_params_offer(struct iscsi_session_params *p, const struct tdm_iscsi_cfg *lim,
                             enum iscsi_session_type type, uint64_t seen, struct iscsi_text_buf *out)
 {

@@ -210,8 +210,7 @@ int scsi_lun_set_physical_block_size(struct scsi_lun *lun, uint32_t bytes)
 {
         if (bytes == 0)
                 bytes = lun->block_size;
-        if (bytes < lun->block_size || bytes > SCSI_MAX_PHYS_BLOCK_BYTES ||
-            (bytes & (bytes - 1)))
+        if (bytes < lun->block_size || bytes > SCSI_MAX_PHYS_BLOCK_BYTES || (bytes & (bytes - 1)))
                 return -EINVAL;
         uint8_t exponent = 0;
         while ((lun->block_size << exponent) < bytes)

@@ -165,9 +165,15 @@ tdm_cpu_ticks()
 
 # The one place that writes a tandemd config file.
 # Args: file port state_dir iqn lun_path size_bytes
+# LUN 0 is a thin LUN on lun_path. A caller that needs more LUNs on the same target sets the
+# array TDM_TANDEM_EXTRA_LUNS before target_start, one libconfig LUN group body per element
+# (e.g. 'lun = 1; path = "/abs/ro.img"; readonly = true;'); empty or unset: LUN 0 only.
 tdm_tandem_conf()
 {
-	local file="$1" port="$2" state="$3" iqn="$4" path="$5" size="$6"
+	local file="$1" port="$2" state="$3" iqn="$4" path="$5" size="$6" extra="" l
+	for l in ${TDM_TANDEM_EXTRA_LUNS[@]+"${TDM_TANDEM_EXTRA_LUNS[@]}"}; do
+		extra+=$',\n           { '"$l"' }'
+	done
 	cat >"$file" <<EOF
 listen = ["$TDM_HOST:$port"];
 state_dir = "$state";
@@ -176,7 +182,7 @@ targets = (
   {
     iqn = "$iqn";
     acl = ["ALL"];
-    luns = ( { lun = 0; path = "$path"; size = ${size}L; thin = true; } );
+    luns = ( { lun = 0; path = "$path"; size = ${size}L; thin = true; }$extra );
   }
 );
 EOF

@@ -3,7 +3,7 @@
  * our own (no libiscsi), one case at a time:
  *
  *   tdm-badpdu --portal 127.0.0.1:3260 --target IQN [--lun N] [--chap-target IQN
- *              --chap-user NAME] [--cases a,b,...] [--list] [--cycles N]
+ *              --chap-user NAME] [--cases a,b,...] [--list] [--cycles N] [--target-pid PID]
  *
  * Each case prints "badinput: case=NAME result=pass|fail|skip detail=...". After every case
  * the tool checks that the target still serves: a session opened before the first case must
@@ -13,6 +13,11 @@
  * reaction a conforming target may have and reports which one it saw. A few cases check what
  * the malformed ones rely on, on the good path: digest_write_read (HeaderDigest and DataDigest
  * CRC32C over a WRITE and a READ; tests/clients/run uses it too), nop_ping_data.
+ *
+ * The resource cases (collect_flood, collect_flood_tasks, slow_reader, read_burst) flood one
+ * connection with immediate commands, which the CmdSN window does not hold back, and check
+ * that the target bounds what it holds for it and keeps serving the other sessions; with
+ * --target-pid they also bound the growth of the target's resident memory.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -29,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -124,6 +130,9 @@ struct ctx {
         const char *chap_target;
         const char *chap_user;
         unsigned cycles;
+        pid_t target_pid; /* 0: unknown, memory figures are not checked */
+        uint32_t pattern_seed;
+        bool pattern_written;
         struct conn healthy;
         bool healthy_up;
         uint32_t block_size;
@@ -144,7 +153,8 @@ static void pdu_free(struct pdu *p)
         p->dlen = 0;
 }
 
-static int tcp_connect(const struct ctx *c)
+/* rcvbuf > 0 sets SO_RCVBUF before connecting, so the TCP window stays that small. */
+static int tcp_connect_rcvbuf(const struct ctx *c, int rcvbuf)
 {
         struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(c->port)};
         struct timeval tv = {.tv_sec = IO_TIMEOUT_MS / 1000};
@@ -159,12 +169,19 @@ static int tcp_connect(const struct ctx *c)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        if (rcvbuf > 0)
+                setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
         if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
                 int err = -errno;
                 close(fd);
                 return err;
         }
         return fd;
+}
+
+static int tcp_connect(const struct ctx *c)
+{
+        return tcp_connect_rcvbuf(c, 0);
 }
 
 static void conn_init(struct conn *cn)
@@ -513,6 +530,7 @@ struct login_opts {
         const char *extra_security_key; /* appended to the first PDU */
         const char *extra_operational_key;
         bool duplicate_operational_key;
+        int rcvbuf; /* > 0: SO_RCVBUF of the socket, set before connecting */
 };
 
 static void operational_keys(struct text *t, const struct login_opts *o)
@@ -547,7 +565,7 @@ static int login(const struct ctx *c, struct conn *cn, const struct login_opts *
                  struct login_result *lr)
 {
         struct text t = {.len = 0};
-        int fd = tcp_connect(c);
+        int fd = tcp_connect_rcvbuf(c, o->rcvbuf);
 
         memset(lr, 0, sizeof(*lr));
         if (fd < 0) {
@@ -2103,6 +2121,733 @@ static int case_target_warm_reset(struct ctx *c, char *detail)
                o2.status == 0;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/*
+ * Resource bounds against a hostile or slow initiator. Immediate commands (I bit) are not
+ * held back by the CmdSN window, so one connection can have any number of them in flight:
+ * the target must bound what it holds per connection (write data being collected, tasks
+ * waiting for Data-Out, output queued for a reader that does not read) and keep serving
+ * the other sessions meanwhile. With --target-pid the target's resident memory is sampled
+ * during each case and its growth must stay below RSS_GROWTH_MAX_KIB. The READ floods ask
+ * for well above that (800 MiB, 1 GiB), so a target that queues whatever it is asked fails,
+ * while one that holds a bounded queue (tandemd: 64 MiB) passes with room for its allocator's
+ * slack (a sanitizer's quarantine of freed memory included).
+ */
+
+/* The bounds tandemd documents (daemon/iscsi/conn.h); a target may choose lower ones. */
+#define COLLECT_BYTES_MAX  (256u << 20) /* write data being collected per connection */
+#define COLLECT_TASKS_MAX  1024u        /* tasks waiting for Data-Out per connection */
+#define RSS_GROWTH_MAX_KIB (600l << 10)
+#define SCSI_TASK_SET_FULL 0x28
+#define TMF_ABORT_TASK_SET 2
+#define TMF_LUN_RESET      5
+/* Where the read cases' known pattern lives on the LUN, in bytes: far from other cases. */
+#define PATTERN_BASE  (128ull << 20)
+#define PATTERN_BYTES (16u << 20)
+
+/* A value from /proc/PID/status in KiB (e.g. "VmRSS"), or -1. */
+static long proc_status_kib(pid_t pid, const char *key)
+{
+        char path[64], line[256];
+        size_t klen = strlen(key);
+        long v = -1;
+        snprintf(path, sizeof(path), "/proc/%ld/status", (long)pid);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+                return -1;
+        while (fgets(line, sizeof(line), f))
+                if (strncmp(line, key, klen) == 0 && line[klen] == ':') {
+                        v = strtol(line + klen + 1, NULL, 10);
+                        break;
+                }
+        fclose(f);
+        return v;
+}
+
+/* The target's resident memory over a case: at the start, the highest sample, the last. */
+struct rss_watch {
+        long base, peak, last; /* KiB; -1 when unknown */
+};
+
+static void rss_sample(const struct ctx *c, struct rss_watch *w)
+{
+        long v = c->target_pid > 0 ? proc_status_kib(c->target_pid, "VmRSS") : -1;
+        if (v < 0)
+                return;
+        w->last = v;
+        if (v > w->peak)
+                w->peak = v;
+}
+
+static void rss_start(const struct ctx *c, struct rss_watch *w)
+{
+        w->base = w->peak = w->last = -1;
+        rss_sample(c, w);
+        w->base = w->last;
+}
+
+/* Appends the figures to detail; returns false when the growth is above the bound. */
+static bool rss_judge(const struct ctx *c, struct rss_watch *w, char *detail)
+{
+        size_t n = strlen(detail);
+        rss_sample(c, w);
+        if (w->base < 0) {
+                snprintf(detail + n, DETAIL_LEN - n, "; target memory not measured%s",
+                         c->target_pid > 0 ? " (cannot read /proc)" : " (no --target-pid)");
+                return true;
+        }
+        long growth = w->peak - w->base;
+        snprintf(detail + n, DETAIL_LEN - n,
+                 "; target RSS %ld MiB before, peak %ld MiB (+%ld MiB, limit +%ld), %ld MiB "
+                 "after",
+                 w->base >> 10, w->peak >> 10, growth >> 10, RSS_GROWTH_MAX_KIB >> 10,
+                 w->last >> 10);
+        return growth < RSS_GROWTH_MAX_KIB;
+}
+
+/* Appends to detail (for the lines cases build step by step). */
+static void detail_add(char *detail, const char *fmt, ...)
+{
+        size_t n = strlen(detail);
+        if (n >= DETAIL_LEN - 1)
+                return;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(detail + n, DETAIL_LEN - n, fmt, ap);
+        va_end(ap);
+}
+
+/* An immediate command: I bit set, CmdSN is the next one but not taken. */
+static void build_immediate_cmd(struct conn *cn, const struct ctx *c, uint8_t *bhs,
+                                const uint8_t *cdb, size_t cdblen, bool read, bool write,
+                                uint32_t edtl)
+{
+        build_scsi_cmd(cn, c, bhs, cdb, cdblen, read, write, edtl);
+        bhs[0] |= 0x40;
+        cn->cmdsn--;
+}
+
+/*
+ * n immediate WRITE(10)s of blocks blocks each, no data, ITTs first_itt .. first_itt + n - 1,
+ * all sent in one go (one TCP write, as a hostile initiator would).
+ */
+static int send_write_flood(struct conn *cn, const struct ctx *c, unsigned n, uint32_t lba,
+                            uint16_t blocks, uint32_t *first_itt)
+{
+        uint8_t *buf = malloc((size_t)n * ISCSI_BHS_LEN);
+        if (buf == NULL)
+                return -ENOMEM;
+        uint8_t cdb[10] = {0x2a};
+        iscsi_put32(cdb + 2, lba);
+        iscsi_put16(cdb + 7, blocks);
+        for (unsigned i = 0; i < n; i++) {
+                uint8_t *bhs = buf + (size_t)i * ISCSI_BHS_LEN;
+                build_immediate_cmd(cn, c, bhs, cdb, sizeof(cdb), false, true,
+                                    (uint32_t)blocks * c->block_size);
+                if (i == 0)
+                        *first_itt = iscsi_bhs_itt(bhs);
+        }
+        int rc = send_all(cn->fd, buf, (size_t)n * ISCSI_BHS_LEN);
+        free(buf);
+        return rc;
+}
+
+/* What a flooded WRITE got first. */
+enum flood_answer {
+        FLOOD_NONE,
+        FLOOD_R2T,
+        FLOOD_RESPONSE,
+};
+
+struct flood_result {
+        unsigned r2t, task_set_full, other, rejects;
+        unsigned first_full;  /* index of the first TASK SET FULL, n if none */
+        unsigned last_r2t;    /* index of the last R2T + 1, 0 if none */
+        uint8_t other_status; /* status of the first other response */
+        uint32_t r2t_bytes;   /* desired length of the first R2T */
+        bool full_with_sense; /* a TASK SET FULL came with sense data */
+};
+
+/* Wait until each of the n flooded WRITEs got an R2T or a SCSI Response. */
+static int collect_flood(struct conn *cn, uint32_t first_itt, unsigned n, struct flood_result *fr,
+                         char *why, size_t whylen)
+{
+        uint8_t *seen = calloc(n, 1);
+        unsigned answered = 0;
+        int rc = 0;
+        if (seen == NULL)
+                return -ENOMEM;
+        memset(fr, 0, sizeof(*fr));
+        fr->first_full = n;
+        while (answered < n) {
+                struct pdu p;
+                rc = pdu_recv(cn, &p);
+                if (rc != 0) {
+                        snprintf(why, whylen, "%u of %u WRITEs answered, then %s", answered, n,
+                                 strerror(-rc));
+                        break;
+                }
+                uint8_t op = iscsi_bhs_opcode(p.bhs);
+                uint32_t i = iscsi_bhs_itt(p.bhs) - first_itt;
+                if (op == ISCSI_OP_REJECT) {
+                        fr->rejects++;
+                        /* The rejected command's header comes back as the data segment. */
+                        if (p.dlen >= ISCSI_BHS_LEN)
+                                i = iscsi_bhs_itt(p.data) - first_itt;
+                        if (i < n && !seen[i]) {
+                                seen[i] = FLOOD_RESPONSE;
+                                answered++;
+                        }
+                } else if (i < n && op == ISCSI_OP_R2T && !seen[i]) {
+                        seen[i] = FLOOD_R2T;
+                        answered++;
+                        if (fr->r2t++ == 0)
+                                fr->r2t_bytes = iscsi_get32(p.bhs + 44);
+                        fr->last_r2t = i + 1;
+                } else if (i < n && op == ISCSI_OP_SCSI_RSP && !seen[i]) {
+                        seen[i] = FLOOD_RESPONSE;
+                        answered++;
+                        if (p.bhs[3] == SCSI_TASK_SET_FULL) {
+                                fr->task_set_full++;
+                                if (i < fr->first_full)
+                                        fr->first_full = i;
+                                if (p.dlen > 0)
+                                        fr->full_with_sense = true;
+                        } else if (fr->other++ == 0) {
+                                fr->other_status = p.bhs[3];
+                        }
+                }
+                pdu_free(&p);
+        }
+        free(seen);
+        return rc;
+}
+
+/*
+ * After the tasks first_itt .. + n were aborted: a ping flushes the connection, and nothing
+ * may have come for them meanwhile (an aborted task gets no response, RFC 7143 11.5.1).
+ */
+static int flushed_without_answers(struct conn *cn, uint32_t first_itt, unsigned n, char *why,
+                                   size_t whylen)
+{
+        uint8_t bhs[ISCSI_BHS_LEN] = {0};
+        bhs[0] = 0x40 | ISCSI_OP_NOP_OUT;
+        bhs[1] = 0x80;
+        uint32_t itt = ++cn->itt;
+        iscsi_put32(bhs + 16, itt);
+        iscsi_put32(bhs + 20, 0xffffffffu);
+        iscsi_put32(bhs + 24, cn->cmdsn);
+        iscsi_put32(bhs + 28, cn->exp_statsn);
+        int rc = pdu_send(cn, bhs, NULL, 0);
+        unsigned stray = 0;
+        while (rc == 0) {
+                struct pdu p;
+                rc = pdu_recv(cn, &p);
+                if (rc != 0)
+                        break;
+                uint8_t op = iscsi_bhs_opcode(p.bhs);
+                bool back = op == ISCSI_OP_NOP_IN && iscsi_bhs_itt(p.bhs) == itt;
+                if (iscsi_bhs_itt(p.bhs) - first_itt < n)
+                        stray++;
+                pdu_free(&p);
+                if (back)
+                        break;
+        }
+        if (rc != 0) {
+                snprintf(why, whylen, "ping after the abort: %s", strerror(-rc));
+                return -EIO;
+        }
+        if (stray) {
+                snprintf(why, whylen, "%u PDUs for aborted tasks after the abort", stray);
+                return -EPROTO;
+        }
+        return 0;
+}
+
+/*
+ * One round of a WRITE flood: n WRITEs of blocks blocks, no data, R2Ts left unanswered, then
+ * the task management function tmf_fn frees them. Appends "round: ..." to detail; returns 1
+ * when the target bounded what it reserved (at most max_tasks tasks and max_bytes bytes got
+ * R2Ts, every other one TASK SET FULL after them) and the function freed every task.
+ */
+static int write_flood_round(struct conn *cn, struct ctx *c, const char *round, unsigned n,
+                             uint16_t blocks, unsigned max_tasks, uint64_t max_bytes,
+                             uint8_t tmf_fn, struct rss_watch *rss, unsigned *r2ts, char *detail)
+{
+        char why[256] = "", seen[256];
+        uint32_t first_itt = 0, edtl = (uint32_t)blocks * c->block_size;
+        struct flood_result fr;
+        int rc = send_write_flood(cn, c, n, 0, blocks, &first_itt);
+        if (rc == 0)
+                rc = collect_flood(cn, first_itt, n, &fr, why, sizeof(why));
+        else
+                snprintf(why, sizeof(why), "sending: %s", strerror(-rc));
+        rss_sample(c, rss);
+        if (rc != 0) {
+                detail_add(detail, "%s: %s", round, why);
+                return 0;
+        }
+        *r2ts = fr.r2t;
+        detail_add(detail, "%s: %u WRITEs of %u bytes: %u R2T, %u TASK SET FULL", round, n, edtl,
+                   fr.r2t, fr.task_set_full);
+        if (fr.other)
+                detail_add(detail, ", %u other status (first 0x%02x)", fr.other, fr.other_status);
+        if (fr.rejects)
+                detail_add(detail, ", %u Rejects", fr.rejects);
+        bool bounded = fr.r2t >= 1 && fr.r2t <= max_tasks && (uint64_t)fr.r2t * edtl <= max_bytes &&
+                       fr.task_set_full == n - fr.r2t && fr.last_r2t <= fr.first_full &&
+                       !fr.full_with_sense;
+        if (!bounded)
+                detail_add(detail,
+                           " (want 1..%u R2Ts within %" PRIu64 " MiB, then TASK SET FULL "
+                           "without sense for the rest)",
+                           max_tasks, max_bytes >> 20);
+        uint32_t tmf_itt;
+        int response = tmf(cn, c, tmf_fn, 0xffffffffu, cn->cmdsn, &tmf_itt, seen, sizeof(seen));
+        if (response != 0) {
+                detail_add(detail, "; %s: %s %d%s%.120s",
+                           tmf_fn == TMF_LUN_RESET ? "LUN RESET" : "ABORT TASK SET",
+                           response < 0 ? "error" : "response", response,
+                           seen[0] ? "; before it: " : "", seen);
+                return 0;
+        }
+        if (flushed_without_answers(cn, first_itt, n, why, sizeof(why)) != 0) {
+                detail_add(detail, "; %s", why);
+                return 0;
+        }
+        detail_add(detail, "; %s complete",
+                   tmf_fn == TMF_LUN_RESET ? "LUN RESET" : "ABORT TASK SET");
+        return bounded;
+}
+
+/*
+ * Two flood rounds (the second proves the first one's reservations were all freed: it must
+ * get as many R2Ts), then an ordinary WRITE on the same connection is written and read back.
+ */
+static int write_flood_case(struct ctx *c, char *detail, unsigned n, uint16_t blocks,
+                            unsigned max_tasks, uint8_t tmf_fn)
+{
+        struct conn cn;
+        struct rss_watch rss;
+        char why[256] = "";
+        if (block_size_known(c, detail) != 0 || session(c, &cn, false, detail) != 0)
+                return 0;
+        rss_start(c, &rss);
+        detail[0] = 0;
+        unsigned r2t1 = 0, r2t2 = 0;
+        int res = write_flood_round(&cn, c, "first", n, blocks, max_tasks, COLLECT_BYTES_MAX,
+                                    tmf_fn, &rss, &r2t1, detail);
+        if (res) {
+                detail_add(detail, "; ");
+                res = write_flood_round(&cn, c, "second", n, blocks, max_tasks, COLLECT_BYTES_MAX,
+                                        tmf_fn, &rss, &r2t2, detail);
+                if (res && r2t2 != r2t1) {
+                        detail_add(detail,
+                                   " (second round got %u R2Ts, the first %u: "
+                                   "reservations not freed)",
+                                   r2t2, r2t1);
+                        res = 0;
+                }
+        }
+        if (res) {
+                /* After a LUN RESET the next command reports the reset: let it go by. */
+                uint8_t buf[65536];
+                fill_random(buf, sizeof(buf));
+                uint32_t lba = SCRATCH_LBA(6);
+                res = tur_ok(&cn, c, why, sizeof(why)) == 0 &&
+                      write_ok(&cn, c, lba, buf, sizeof(buf), why, sizeof(why)) &&
+                      read_matches(&cn, c, lba, buf, sizeof(buf), why, sizeof(why));
+                detail_add(detail, "; then %s", res ? "a 64 KiB WRITE good and read back" : why);
+        }
+        if (!rss_judge(c, &rss, detail))
+                res = 0;
+        conn_close(&cn);
+        return res;
+}
+
+/* Immediate WRITEs of 32 MiB (the most one command may carry), none of them given data. */
+static int case_collect_flood(struct ctx *c, char *detail)
+{
+        if (block_size_known(c, detail) != 0)
+                return 0;
+        uint32_t blocks = (32u << 20) / c->block_size;
+        if (blocks > 0xffff)
+                blocks = 0xffff; /* WRITE(10) */
+        unsigned fit = COLLECT_BYTES_MAX / (blocks * c->block_size);
+        return write_flood_case(c, detail, fit + 8, (uint16_t)blocks, COLLECT_TASKS_MAX,
+                                TMF_ABORT_TASK_SET);
+}
+
+/* 2000 immediate one-block WRITEs without data: the cap on tasks waiting for Data-Out. */
+static int case_collect_flood_tasks(struct ctx *c, char *detail)
+{
+        return write_flood_case(c, detail, 2000, 1, COLLECT_TASKS_MAX, TMF_LUN_RESET);
+}
+
+/* 64-bit word word_index of the read cases' known pattern (LUN byte offset / 8). */
+static uint64_t pattern_word(const struct ctx *c, uint64_t word_index)
+{
+        uint64_t x = word_index * 0x9e3779b97f4a7c15ull ^ c->pattern_seed;
+        x ^= x >> 31;
+        x *= 0xbf58476d1ce4e5b9ull;
+        x ^= x >> 29;
+        return x;
+}
+
+static void pattern_fill(const struct ctx *c, uint8_t *buf, uint64_t off, uint32_t len)
+{
+        for (uint32_t i = 0; i < len; i++) {
+                uint64_t o = off + i;
+                buf[i] = (uint8_t)(pattern_word(c, o / 8) >> (8 * (o % 8)));
+        }
+}
+
+/* True when buf holds the pattern of LUN bytes [off, off + len). */
+static bool pattern_matches(const struct ctx *c, const uint8_t *buf, uint64_t off, uint32_t len)
+{
+        uint32_t i = 0;
+        for (; i < len && (off + i) % 8; i++)
+                if (buf[i] != (uint8_t)(pattern_word(c, (off + i) / 8) >> (8 * ((off + i) % 8))))
+                        return false;
+        for (; i + 8 <= len; i += 8) {
+                uint64_t want = pattern_word(c, (off + i) / 8), got = 0;
+                for (int k = 0; k < 8; k++)
+                        got |= (uint64_t)buf[i + k] << (8 * k);
+                if (got != want)
+                        return false;
+        }
+        for (; i < len; i++)
+                if (buf[i] != (uint8_t)(pattern_word(c, (off + i) / 8) >> (8 * ((off + i) % 8))))
+                        return false;
+        return true;
+}
+
+/* Write the known pattern over [PATTERN_BASE, + PATTERN_BYTES) once per run. */
+static int pattern_region_ready(struct ctx *c, char *detail)
+{
+        if (c->pattern_written)
+                return 0;
+        if ((uint64_t)c->num_blocks * c->block_size < PATTERN_BASE + PATTERN_BYTES) {
+                DETAIL("LUN of %" PRIu64 " bytes is too small for the pattern region at %llu MiB",
+                       c->num_blocks * c->block_size, PATTERN_BASE >> 20);
+                return -ENOSPC;
+        }
+        struct conn cn;
+        char why[256] = "";
+        const uint32_t chunk = 1u << 20;
+        uint8_t *buf = malloc(chunk);
+        if (buf == NULL || session(c, &cn, false, detail) != 0) {
+                free(buf);
+                return -EIO;
+        }
+        int ok = 1;
+        for (uint64_t off = 0; ok && off < PATTERN_BYTES; off += chunk) {
+                pattern_fill(c, buf, PATTERN_BASE + off, chunk);
+                ok = write_ok(&cn, c, (uint32_t)((PATTERN_BASE + off) / c->block_size), buf, chunk,
+                              why, sizeof(why));
+        }
+        free(buf);
+        logout(&cn);
+        conn_close(&cn);
+        if (!ok) {
+                DETAIL("writing the pattern: %s", why);
+                return -EIO;
+        }
+        c->pattern_written = true;
+        return 0;
+}
+
+/* One READ of a flood, checked PDU by PDU as its Data-In arrives. */
+struct read_track {
+        uint64_t lun_off;
+        uint32_t next_off, next_datasn;
+        bool done;
+};
+
+struct read_flood {
+        unsigned n;
+        uint32_t len, first_itt;
+        struct read_track *t;
+        unsigned good, bad_status, bad_data, bad_seq, pdus;
+        uint8_t first_bad_status;
+        char first_problem[160];
+};
+
+/*
+ * n immediate READ(10)s of len bytes, READ i at the pattern offset (i % regions) * len; all in
+ * one TCP write when pace_us is 0, else one command every pace_us.
+ */
+static int send_read_flood(struct conn *cn, struct ctx *c, struct read_flood *rf, unsigned n,
+                           uint32_t len, unsigned pace_us)
+{
+        unsigned regions = PATTERN_BYTES / len;
+        uint8_t *buf = malloc((size_t)n * ISCSI_BHS_LEN);
+        memset(rf, 0, sizeof(*rf));
+        rf->t = calloc(n, sizeof(*rf->t));
+        if (buf == NULL || rf->t == NULL || regions == 0) {
+                free(buf);
+                return -ENOMEM;
+        }
+        rf->n = n;
+        rf->len = len;
+        for (unsigned i = 0; i < n; i++) {
+                uint8_t cdb[10] = {0x28}, *bhs = buf + (size_t)i * ISCSI_BHS_LEN;
+                rf->t[i].lun_off = PATTERN_BASE + (uint64_t)(i % regions) * len;
+                iscsi_put32(cdb + 2, (uint32_t)(rf->t[i].lun_off / c->block_size));
+                iscsi_put16(cdb + 7, (uint16_t)(len / c->block_size));
+                build_immediate_cmd(cn, c, bhs, cdb, sizeof(cdb), true, false, len);
+                if (i == 0)
+                        rf->first_itt = iscsi_bhs_itt(bhs);
+        }
+        int rc = 0;
+        if (pace_us == 0)
+                rc = send_all(cn->fd, buf, (size_t)n * ISCSI_BHS_LEN);
+        for (unsigned i = 0; pace_us && rc == 0 && i < n; i++) {
+                rc = send_all(cn->fd, buf + (size_t)i * ISCSI_BHS_LEN, ISCSI_BHS_LEN);
+                usleep(pace_us);
+        }
+        free(buf);
+        return rc;
+}
+
+static void read_problem(struct read_flood *rf, unsigned *counter, const char *fmt, ...)
+{
+        (*counter)++;
+        if (rf->first_problem[0])
+                return;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(rf->first_problem, sizeof(rf->first_problem), fmt, ap);
+        va_end(ap);
+}
+
+/* One Data-In or SCSI Response of the flood: DataSN, offset, data and status checked. */
+static void read_flood_pdu(const struct ctx *c, struct read_flood *rf, const struct pdu *p)
+{
+        uint8_t op = iscsi_bhs_opcode(p->bhs);
+        uint32_t i = iscsi_bhs_itt(p->bhs) - rf->first_itt;
+        if (i >= rf->n || (op != ISCSI_OP_DATA_IN && op != ISCSI_OP_SCSI_RSP))
+                return;
+        struct read_track *t = &rf->t[i];
+        if (t->done) {
+                read_problem(rf, &rf->bad_seq, "READ %u: pdu 0x%02x after its status", i, op);
+                return;
+        }
+        bool has_status = op == ISCSI_OP_SCSI_RSP || (p->bhs[1] & 0x01);
+        if (op == ISCSI_OP_DATA_IN) {
+                uint32_t datasn = iscsi_get32(p->bhs + 36), off = iscsi_get32(p->bhs + 40);
+                rf->pdus++;
+                if (datasn != t->next_datasn || off != t->next_off || p->dlen > rf->len - off) {
+                        read_problem(rf, &rf->bad_seq,
+                                     "READ %u: Data-In DataSN %u offset %u length %u, want "
+                                     "DataSN %u offset %u",
+                                     i, datasn, off, p->dlen, t->next_datasn, t->next_off);
+                        t->done = true;
+                        return;
+                }
+                if (!pattern_matches(c, p->data, t->lun_off + off, p->dlen))
+                        read_problem(rf, &rf->bad_data, "READ %u: data at offset %u differ", i,
+                                     off);
+                t->next_datasn++;
+                t->next_off += p->dlen;
+        }
+        if (!has_status)
+                return;
+        t->done = true;
+        uint8_t status = p->bhs[3];
+        if (status != 0) {
+                if (rf->bad_status++ == 0)
+                        rf->first_bad_status = status;
+                return;
+        }
+        if (t->next_off != rf->len || (p->bhs[1] & 0x06))
+                read_problem(rf, &rf->bad_seq, "READ %u: GOOD after %u of %u bytes, flags 0x%02x",
+                             i, t->next_off, rf->len, p->bhs[1]);
+        else
+                rf->good++;
+}
+
+/* Read until every READ of the flood has its status. */
+static int read_flood_collect(struct conn *cn, const struct ctx *c, struct read_flood *rf,
+                              struct rss_watch *rss, char *why, size_t whylen)
+{
+        unsigned done = 0;
+        while (done < rf->n) {
+                struct pdu p;
+                int rc = pdu_recv(cn, &p);
+                if (rc != 0) {
+                        snprintf(why, whylen, "%u of %u READs complete, then %s", done, rf->n,
+                                 strerror(-rc));
+                        return rc;
+                }
+                if (iscsi_bhs_opcode(p.bhs) == ISCSI_OP_REJECT) {
+                        snprintf(why, whylen, "Reject reason 0x%02x", p.bhs[2]);
+                        pdu_free(&p);
+                        return -EPROTO;
+                }
+                uint32_t i = iscsi_bhs_itt(p.bhs) - rf->first_itt;
+                bool was_done = i < rf->n && rf->t[i].done;
+                read_flood_pdu(c, rf, &p);
+                if (i < rf->n && !was_done && rf->t[i].done)
+                        done++;
+                if (rf->pdus % 64 == 0)
+                        rss_sample(c, rss);
+                pdu_free(&p);
+        }
+        return 0;
+}
+
+/* Sessions that measure how fast the target answers while one connection is stalled. */
+#define PROBES 4
+
+struct probes {
+        struct conn cn[PROBES];
+        unsigned up, asked, slow;
+        uint64_t max_ms;
+        char problem[160];
+};
+
+/*
+ * Opened right after the stalled connection: workers take connections in turn, so with up
+ * to PROBES workers one of them shares the stalled connection's worker.
+ */
+static int probes_open(struct ctx *c, struct probes *pr, char *detail)
+{
+        memset(pr, 0, sizeof(*pr));
+        for (unsigned i = 0; i < PROBES; i++) {
+                if (session(c, &pr->cn[i], false, detail) != 0) {
+                        for (unsigned k = 0; k < i; k++)
+                                conn_close(&pr->cn[k]);
+                        return -EIO;
+                }
+                pr->up++;
+        }
+        return 0;
+}
+
+/* TEST UNIT READY on every probe; a probe slower than 1 s or failing counts as a problem. */
+static void probes_ask(const struct ctx *c, struct probes *pr)
+{
+        for (unsigned i = 0; i < pr->up; i++) {
+                struct scsi_result r;
+                uint64_t t0 = now_ms();
+                scsi_exec(&pr->cn[i], c, cdb_tur, sizeof(cdb_tur), 0, &r);
+                uint64_t ms = now_ms() - t0;
+                pr->asked++;
+                if (ms > pr->max_ms)
+                        pr->max_ms = ms;
+                if (r.rc != 0 || r.status != 0 || ms >= 1000) {
+                        pr->slow++;
+                        if (!pr->problem[0])
+                                snprintf(pr->problem, sizeof(pr->problem),
+                                         "probe %u: TEST UNIT READY after %" PRIu64
+                                         " ms: %s status 0x%02x",
+                                         i, ms, r.rc ? strerror(-r.rc) : "answered", r.status);
+                }
+        }
+}
+
+static void probes_close(struct probes *pr)
+{
+        for (unsigned i = 0; i < pr->up; i++) {
+                logout(&pr->cn[i]);
+                conn_close(&pr->cn[i]);
+        }
+}
+
+/*
+ * A flood of immediate READs (n of len bytes, all sent in one go) on a connection with a
+ * small receive buffer that then is not read for stall_ms; meanwhile other sessions must be
+ * answered within 1 s, and the target's memory must stay bounded. Then everything is read:
+ * every READ GOOD, with the right data, DataSN and offsets.
+ */
+static int read_flood_case(struct ctx *c, char *detail, unsigned n, uint32_t len, unsigned pace_us,
+                           unsigned stall_ms)
+{
+        struct conn cn;
+        struct probes pr;
+        struct read_flood rf;
+        struct rss_watch rss;
+        struct login_opts o = {.target = c->target, .rcvbuf = 16384};
+        char why[256] = "";
+        if (block_size_known(c, detail) != 0)
+                return 0;
+        int rc = pattern_region_ready(c, detail);
+        if (rc == -ENOSPC)
+                return -1;
+        if (rc != 0 || session_with(c, &cn, &o, detail) != 0)
+                return 0;
+        if (probes_open(c, &pr, detail) != 0) {
+                conn_close(&cn);
+                return 0;
+        }
+        rss_start(c, &rss);
+        rc = send_read_flood(&cn, c, &rf, n, len, pace_us);
+        if (rc != 0) {
+                DETAIL("sending %u READs: %s", n, strerror(-rc));
+                goto out;
+        }
+        uint64_t start = now_ms();
+        while (now_ms() - start < stall_ms) {
+                probes_ask(c, &pr);
+                rss_sample(c, &rss);
+                usleep(100 * 1000);
+        }
+        long stall_peak = rss.peak;
+        int big = 4 << 20;
+        setsockopt(cn.fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
+        uint64_t t0 = now_ms();
+        rc = read_flood_collect(&cn, c, &rf, &rss, why, sizeof(why));
+        uint64_t drain_ms = now_ms() - t0;
+        bool ping = rc == 0 && nop_ok(&cn);
+        DETAIL("%u immediate READs of %u KiB %s, not read for %u ms: other sessions answered "
+               "%u TEST UNIT READYs, slowest %" PRIu64 " ms%s%s; then %u GOOD, %u bad status",
+               n, len >> 10, pace_us ? "one by one" : "in one burst", stall_ms, pr.asked, pr.max_ms,
+               pr.slow ? ", " : "", pr.problem, rf.good, rf.bad_status);
+        if (rf.bad_status)
+                detail_add(detail, " (first 0x%02x)", rf.first_bad_status);
+        detail_add(detail, ", %u Data-In PDUs in %" PRIu64 " ms", rf.pdus, drain_ms);
+        if (rf.bad_data || rf.bad_seq)
+                detail_add(detail, ", %u data and %u sequence errors: %s", rf.bad_data, rf.bad_seq,
+                           rf.first_problem);
+        if (rc != 0)
+                detail_add(detail, "; %s", why);
+        else if (!ping)
+                detail_add(detail, "; the connection then did not answer a ping");
+        rc = rc == 0 && ping && rf.good == n && pr.slow == 0 && pr.asked > 0 ? 1 : 0;
+        if (rss.base >= 0)
+                detail_add(detail, "; target RSS +%ld MiB while not read",
+                           (stall_peak - rss.base) >> 10);
+        if (!rss_judge(c, &rss, detail))
+                rc = 0;
+out:
+        free(rf.t);
+        probes_close(&pr);
+        conn_close(&cn);
+        return rc;
+}
+
+/*
+ * 200 READs of 4 MiB, more than the CmdSN window, issued one by one (as an initiator issues
+ * its I/O) through a reader that does not read: the target stops reading the connection once
+ * enough output is queued, and goes on when it drains, still bounded (the commands it did not
+ * read meanwhile all arrive at once then).
+ */
+static int case_slow_reader(struct ctx *c, char *detail)
+{
+        return read_flood_case(c, detail, 200, 4u << 20, 1000, 3000);
+}
+
+/*
+ * 64 READs of 16 MiB (1 GiB, the largest transfer one READ may ask for) sent in one go to a
+ * reader that does not read: the queued output must stay bounded, wherever a batch of PDUs
+ * arriving together ends.
+ */
+static int case_read_burst(struct ctx *c, char *detail)
+{
+        return read_flood_case(c, detail, 64, 16u << 20, 0, 2000);
+}
+
 struct test_case {
         const char *name;
         int (*fn)(struct ctx *c, char *detail);
@@ -2135,6 +2880,10 @@ static const struct test_case cases[] = {
     {"logout_for_recovery", case_logout_for_recovery},
     {"abort_task_mid_r2t", case_abort_task_mid_r2t},
     {"target_warm_reset", case_target_warm_reset},
+    {"collect_flood", case_collect_flood},
+    {"collect_flood_tasks", case_collect_flood_tasks},
+    {"slow_reader", case_slow_reader},
+    {"read_burst", case_read_burst},
     {"login_cycles", case_login_cycles},
 };
 
@@ -2189,10 +2938,10 @@ static bool selected(const char *list, const char *name)
 
 static void usage(FILE *f)
 {
-        fprintf(f,
-                "usage: tdm-badpdu --portal HOST:PORT --target IQN [--lun N] [--initiator IQN]\n"
-                "                  [--chap-target IQN --chap-user NAME] [--cases a,b] [--cycles N]"
-                " [--list]\n");
+        fprintf(
+            f, "usage: tdm-badpdu --portal HOST:PORT --target IQN [--lun N] [--initiator IQN]\n"
+               "                  [--chap-target IQN --chap-user NAME] [--cases a,b] [--cycles N]\n"
+               "                  [--target-pid PID] [--list]\n");
 }
 
 int main(int argc, char **argv)
@@ -2206,6 +2955,7 @@ int main(int argc, char **argv)
             {"chap-user", required_argument, NULL, 'U'},
             {"cases", required_argument, NULL, 'c'},
             {"cycles", required_argument, NULL, 'n'},
+            {"target-pid", required_argument, NULL, 'P'},
             {"list", no_argument, NULL, 'L'},
             {"help", no_argument, NULL, 'h'},
             {NULL, 0, NULL, 0},
@@ -2240,6 +2990,9 @@ int main(int argc, char **argv)
                 case 'n':
                         c.cycles = (unsigned)strtoul(optarg, NULL, 0);
                         break;
+                case 'P':
+                        c.target_pid = (pid_t)strtol(optarg, NULL, 10);
+                        break;
                 case 'L':
                         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
                                 printf("%s\n", cases[i].name);
@@ -2267,6 +3020,7 @@ int main(int argc, char **argv)
 
         signal(SIGPIPE, SIG_IGN);
         srand((unsigned)time(NULL) ^ (unsigned)getpid());
+        c.pattern_seed = (uint32_t)rand();
         crc32c_init();
         if (crc32c("123456789", 9) != 0xe3069283u) {
                 fprintf(stderr, "tdm-badpdu: CRC32C self-test failed\n");

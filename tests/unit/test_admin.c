@@ -77,6 +77,16 @@ START_TEST(test_ctl_parse_ok)
             0);
         ck_assert(c.req.lun_add->readonly);
         ck_assert_uint_eq(c.req.lun_add->size, 0);
+        ck_assert_uint_eq(c.req.lun_add->physical_block_size, 0); /* not given: block size */
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "lun", "add", IQN1, "5", "/srv/e.img",
+                               "--physical-block-size", "4K", NULL),
+                         0);
+        ck_assert_uint_eq(c.req.lun_add->physical_block_size, 4096);
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "lun", "add", IQN1, "5", "/srv/e.img",
+                               "--block-size", "4096", "--physical-block-size=65536", NULL),
+                         0);
+        ck_assert_uint_eq(c.req.lun_add->block_size, 4096);
+        ck_assert_uint_eq(c.req.lun_add->physical_block_size, 65536);
 
         ck_assert_int_eq(parse(&c, err, sizeof(err), "acl", "add", IQN1, "ALL", NULL), 0);
         ck_assert_int_eq(c.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_ACL_ADD);
@@ -149,6 +159,20 @@ static const struct {
      "size: must be a positive multiple of 4096"},
     {{"lun", "add", IQN1, "1", "/a", "--block-size", "520"},
      "block-size: must be 512, 1024, 2048 or 4096, got \"520\""},
+    {{"lun", "add", IQN1, "1", "/a", "--physical-block-size", "1536"},
+     "physical-block-size: must be block_size (512) times a power of two, at most 65536, got "
+     "1536"},
+    {{"lun", "add", IQN1, "1", "/a", "--block-size", "4096", "--physical-block-size", "2048"},
+     "physical-block-size: must be block_size (4096) times a power of two"},
+    {{"lun", "add", IQN1, "1", "/a", "--physical-block-size", "128K"},
+     "physical-block-size: must be block-size (512) times a power of two, at most 65536, got "
+     "\"128K\""},
+    {{"lun", "add", IQN1, "1", "/a", "--physical-block-size", "0"},
+     "physical-block-size: must be block-size (512) times a power of two"},
+    {{"lun", "add", IQN1, "1", "/a", "--physical-block-size"},
+     "lun add: --physical-block-size needs a value"},
+    {{"target", "add", IQN1, "--physical-block-size", "4096"},
+     "target add: --physical-block-size does not apply here"},
     {{"lun", "add", IQN1, "1", "/a", "--mutual", "u", "s"}, "lun add: --mutual does not apply"},
     {{"lun", "add", IQN1, "1", "/a", "--readonly", "--size", "1M"},
      "lun add: --readonly and --size do not go together"},
@@ -420,6 +444,43 @@ START_TEST(test_ipc_admin_round_trip)
         tdm_config_free(&saved);
         expect_ok(&c, ctl_call(&c, "lun", "del", IQN1, "1", NULL));
 
+        /* A 512e LUN: live exponent, saved setting, reported in both status forms. */
+        char e_path[PATH_MAX + 16];
+        snprintf(e_path, sizeof(e_path), "%s/e512.img", dir);
+        expect_ok(&c, ctl_call(&c, "lun", "add", IQN1, "2", e_path, "--size", "1M",
+                               "--physical-block-size", "4096", NULL));
+        ck_assert_int_eq(tdm_registry_login_target(IQN1, INI1, &t, &auth), 0);
+        lun = scsi_target_get_lun(t, 2);
+        ck_assert_ptr_nonnull(lun);
+        ck_assert_uint_eq(lun->lbppb_exponent, 3);
+        scsi_lun_put(lun);
+        scsi_target_put(t);
+        r = ctl_call(&c, "status", "--json", NULL);
+        text = print_to_string(&c, r);
+        o = json_tokener_parse(text);
+        ck_assert(json_object_object_get_ex(o, "targets", &targets));
+        ck_assert(json_object_object_get_ex(json_object_array_get_idx(targets, 0), "luns", &luns));
+        ck_assert(json_object_object_get_ex(json_object_array_get_idx(luns, 0),
+                                            "physical_block_size", &v));
+        ck_assert_int_eq(json_object_get_int(v), 512); /* LUN 0: the block size */
+        ck_assert(json_object_object_get_ex(json_object_array_get_idx(luns, 1),
+                                            "physical_block_size", &v));
+        ck_assert_int_eq(json_object_get_int(v), 4096);
+        json_object_put(o);
+        free(text);
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+        r = ctl_call(&c, "status", NULL);
+        text = print_to_string(&c, r);
+        ck_assert_ptr_nonnull(strstr(text, "block 512  physical 4096  wce\n"));
+        ck_assert_ptr_null(strstr(text, "physical 512"));
+        free(text);
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+        ck_assert_int_eq(tdm_config_load(conf, &saved, err, sizeof(err)), 0);
+        ck_assert_uint_eq(saved.targets[0].luns[1].physical_block_size, 4096);
+        ck_assert_uint_eq(saved.targets[0].luns[0].physical_block_size, 0);
+        tdm_config_free(&saved);
+        expect_ok(&c, ctl_call(&c, "lun", "del", IQN1, "2", NULL));
+
         expect_ok(&c, ctl_call(&c, "lun", "del", IQN1, "0", NULL));
         expect_ok(&c, ctl_call(&c, "target", "del", IQN1, NULL));
         ck_assert_uint_eq(tdm_registry_config()->n_targets, 0);
@@ -475,6 +536,15 @@ START_TEST(test_ipc_errors_name_the_field)
         q.lun_add = &la;
         ck_assert_int_eq(admin_client_call(instance, &q, &r, err, sizeof(err)), 0);
         ck_assert_str_eq(r->error, "lun: must be 0..255, got 300");
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+        la.lun = 1;
+        la.size = 1 << 20;
+        la.physical_block_size = 3000;
+        ck_assert_int_eq(admin_client_call(instance, &q, &r, err, sizeof(err)), 0);
+        ck_assert(!r->ok);
+        ck_assert_int_eq(r->errno_value, EINVAL);
+        ck_assert_str_eq(r->error, "physical_block_size: must be block_size (512) times a power "
+                                   "of two, at most 65536, got 3000");
         tandem__admin__admin_response__free_unpacked(r, NULL);
         q.op_case = TANDEM__ADMIN__ADMIN_REQUEST__OP__NOT_SET;
         ck_assert_int_eq(admin_client_call(instance, &q, &r, err, sizeof(err)), 0);

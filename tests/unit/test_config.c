@@ -122,6 +122,7 @@ START_TEST(test_defaults)
         ck_assert(!l->thin);
         ck_assert(!l->direct);
         ck_assert(!l->readonly);
+        ck_assert_uint_eq(l->physical_block_size, 0); /* = block_size: exponent 0 */
         ck_assert(c.identities_generated);
         ck_assert(tdm_naa_valid(l->naa));
         tdm_config_free(&c);
@@ -148,6 +149,8 @@ START_TEST(test_example_file)
         ck_assert_uint_eq(t->n_luns, 2);
         ck_assert_uint_eq(t->luns[0].size, 10ull << 30);
         ck_assert(t->luns[0].thin);
+        ck_assert_uint_eq(t->luns[0].physical_block_size, 4096);
+        ck_assert_uint_eq(t->luns[1].physical_block_size, 0);
         ck_assert_str_eq(t->luns[0].naa, "67a6e640c3f1a2b4d5e6f708192a3b4c");
         ck_assert_str_eq(t->luns[0].serial, "9f3c2a1b0d4e5f60");
         /* LUN 1 had no identity: generated, and the flag tells the caller to save. */
@@ -160,6 +163,40 @@ START_TEST(test_example_file)
         ck_assert(c.targets[1].luns[1].readonly);
         ck_assert_uint_eq(c.targets[1].luns[1].size, 0);
         tdm_config_free(&c);
+}
+END_TEST
+
+/* Accepted values: a size with a unit, equal to block_size, and every power of two up to 64K. */
+START_TEST(test_physical_block_size)
+{
+        static const struct {
+                const char *lun;
+                uint32_t want;
+        } ok[] = {
+            {"block_size = 512; physical_block_size = \"4K\";", 4096},
+            {"block_size = 4096; physical_block_size = 4096;", 4096},
+            {"block_size = 1024; physical_block_size = \"64KiB\";", 65536},
+            {"block_size = 512; physical_block_size = 1024;", 1024},
+        };
+        for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+                char text[512], err[256] = "";
+                snprintf(text, sizeof(text),
+                         "targets = ({ iqn = \"" IQN1 "\"; luns = ({ lun = 0; path = \"/a\"; %s "
+                         "}); });",
+                         ok[i].lun);
+                struct tdm_config c;
+                int rc = tdm_config_parse_string(text, &c, err, sizeof(err));
+                ck_assert_msg(rc == 0, "%s: %s", ok[i].lun, err);
+                ck_assert_uint_eq(c.targets[0].luns[0].physical_block_size, ok[i].want);
+                tdm_config_free(&c);
+        }
+        char err[256] = "";
+        ck_assert_int_eq(tdm_physical_block_size_check(0, 4096, "f", err, sizeof(err)), 0);
+        ck_assert_int_eq(tdm_physical_block_size_check(8192, 4096, "f", err, sizeof(err)), 0);
+        ck_assert_int_eq(tdm_physical_block_size_check(12288, 4096, "f", err, sizeof(err)),
+                         -EINVAL);
+        ck_assert_str_eq(err, "f: must be block_size (4096) times a power of two, at most 65536, "
+                              "got 12288");
 }
 END_TEST
 
@@ -252,6 +289,21 @@ static const struct bad_case bad_cases[] = {
      "targets[0].luns[0].serial: must be 1..32 characters"},
     {T0 "luns = ({ lun = 0; path = \"/a\"; readonly = true; size = \"1M\"; }); });",
      "targets[0].luns[0].size: a read-only LUN cannot create or grow its backing store"},
+    {T0 "luns = ({ lun = 0; path = \"/a\"; physical_block_size = 256; }); });",
+     "targets[0].luns[0].physical_block_size: must be block_size (512) times a power of two, "
+     "at most 65536, got 256"},
+    {T0 "luns = ({ lun = 0; path = \"/a\"; physical_block_size = 6144; }); });",
+     "targets[0].luns[0].physical_block_size: must be block_size (512) times a power of two"},
+    {T0 "luns = ({ lun = 0; path = \"/a\"; block_size = 4096; physical_block_size = 2048; "
+        "}); });",
+     "targets[0].luns[0].physical_block_size: must be block_size (4096) times a power of two"},
+    {T0 "luns = ({ lun = 0; path = \"/a\"; physical_block_size = \"128K\"; }); });",
+     "targets[0].luns[0].physical_block_size: must be block_size (512) times a power of two, "
+     "at most 65536, got 131072"},
+    {T0 "luns = ({ lun = 0; path = \"/a\"; physical_block_size = 0; }); });",
+     "targets[0].luns[0].physical_block_size: must be block_size (512) times a power of two"},
+    {T0 "luns = ({ lun = 0; path = \"/a\"; physical_block_size = \"big\"; }); });",
+     "targets[0].luns[0].physical_block_size: must be bytes or a number with"},
     {T0 "luns = ({ lun = 0; path = \"/a\"; readonly = 1; }); });",
      "targets[0].luns[0].readonly: must be true or false"},
     {T0 "luns = { lun = 0; }; });", "targets[0].luns: must be a list"},
@@ -331,6 +383,7 @@ static void assert_config_eq(const struct tdm_config *a, const struct tdm_config
                         ck_assert_int_eq(l->wce, m->wce);
                         ck_assert_int_eq(l->readonly, m->readonly);
                         ck_assert_uint_eq(l->block_size, m->block_size);
+                        ck_assert_uint_eq(l->physical_block_size, m->physical_block_size);
                         ck_assert_str_eq(l->naa, m->naa);
                         ck_assert_str_eq(l->serial, m->serial);
                 }
@@ -352,6 +405,7 @@ START_TEST(test_round_trip)
         strcpy(a.targets[0].chap.mutual_secret, "another 'secret'");
         a.targets[0].luns[1].size = 5ull << 40;
         a.targets[0].luns[1].block_size = 4096;
+        a.targets[0].luns[1].physical_block_size = 65536;
         a.targets[0].luns[1].direct = true;
         a.targets[0].luns[1].wce = false;
         a.threads = 7;
@@ -369,6 +423,11 @@ START_TEST(test_round_trip)
         assert_config_eq(&a, &b);
         /* Saving the reloaded config reproduces the same file byte for byte. */
         char *first = read_all(path);
+        /* Written only where set: the default (0 = block_size) stays out of the file. */
+        ck_assert_ptr_nonnull(strstr(first, "physical_block_size = 4096;"));
+        ck_assert_ptr_nonnull(strstr(first, "physical_block_size = 65536;"));
+        ck_assert_ptr_null(
+            strstr(strstr(first, "physical_block_size = 65536;") + 1, "physical_block_size"));
         ck_assert_int_eq(tdm_config_save(path, &b, err, sizeof(err)), 0);
         char *second = read_all(path);
         ck_assert_str_eq(first, second);
@@ -686,11 +745,21 @@ START_TEST(test_edits)
         ck_assert_int_eq(tdm_config_add_lun(&c, IQN2, &l, err, sizeof(err)), -EINVAL);
         ck_assert_int_eq(strncmp(err, "size: a read-only LUN cannot create or grow", 43), 0);
         l.readonly = false;
+        l.physical_block_size = 1536;
+        ck_assert_int_eq(tdm_config_add_lun(&c, IQN2, &l, err, sizeof(err)), -EINVAL);
+        ck_assert_str_eq(err, "physical_block_size: must be block_size (512) times a power of "
+                              "two, at most 65536, got 1536");
+        l.physical_block_size = 131072;
+        ck_assert_int_eq(tdm_config_add_lun(&c, IQN2, &l, err, sizeof(err)), -EINVAL);
+        ck_assert_int_eq(strncmp(err, "physical_block_size: must be", 28), 0);
+        l.physical_block_size = 4096;
         l.size = 0;
         ck_assert_int_eq(
             tdm_config_add_lun(&c, "iqn.2024-01.org.example:none", &l, err, sizeof(err)), -ENOENT);
         ck_assert_str_eq(err, "iqn: no target \"iqn.2024-01.org.example:none\"");
         ck_assert_int_eq(tdm_config_add_lun(&c, IQN2, &l, err, sizeof(err)), 0);
+        ck_assert_uint_eq(
+            tdm_config_find_lun(tdm_config_find_target(&c, IQN2), 1)->physical_block_size, 4096);
 
         ck_assert_int_eq(tdm_config_add_acl(&c, IQN1, "all", err, sizeof(err)), 0);
         ck_assert_str_eq(tdm_config_find_target(&c, IQN1)->acl[0], "ALL");
@@ -743,6 +812,7 @@ static Suite *config_suite(void)
         TCase *tc = tcase_create("config");
         tcase_add_test(tc, test_defaults);
         tcase_add_test(tc, test_example_file);
+        tcase_add_test(tc, test_physical_block_size);
         tcase_add_loop_test(tc, test_invalid_configs, 0,
                             (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
         tcase_add_test(tc, test_load_missing_file);

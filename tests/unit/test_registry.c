@@ -356,6 +356,59 @@ START_TEST(test_readonly_lun_and_atomic_journal)
 }
 END_TEST
 
+/*
+ * physical_block_size reaches the live LUN (READ CAPACITY(16) exponent), is saved, and comes
+ * back after a restart; a bad one is refused before any file is created.
+ */
+START_TEST(test_physical_block_size_lun)
+{
+        char err[512] = "";
+        start_registry();
+        struct scsi_lun *lun0 = live_lun(IQN1, 0);
+        ck_assert_uint_eq(scsi_lun_lbppb_exponent(lun0), 0); /* default: = block_size */
+        scsi_lun_put(lun0);
+
+        struct tdm_lun_cfg l;
+        tdm_lun_defaults(&l);
+        l.lun = 2;
+        l.size = 1 << 20;
+        l.thin = true;
+        l.physical_block_size = 3000;
+        snprintf(l.path, sizeof(l.path), "%s", file_in_dir("e512.img"));
+        ck_assert_int_eq(tdm_registry_lun_add(IQN1, &l, err, sizeof(err)), -EINVAL);
+        ck_assert_str_eq(err, "physical_block_size: must be block_size (512) times a power of "
+                              "two, at most 65536, got 3000");
+        ck_assert_int_eq(access(l.path, F_OK), -1);
+        ck_assert_ptr_null(live_lun(IQN1, 2));
+
+        l.physical_block_size = 4096;
+        ck_assert_msg(tdm_registry_lun_add(IQN1, &l, err, sizeof(err)) == 0, "%s", err);
+        struct scsi_lun *lun = live_lun(IQN1, 2);
+        ck_assert_ptr_nonnull(lun);
+        ck_assert_uint_eq(lun->block_size, 512);
+        ck_assert_uint_eq(scsi_lun_lbppb_exponent(lun), 3);
+        ck_assert_uint_eq(scsi_lun_granularity_blocks(lun), 8);
+        scsi_lun_put(lun);
+        tdm_registry_fini();
+
+        struct tdm_config c;
+        reload(&c);
+        ck_assert_uint_eq(
+            tdm_config_find_lun(tdm_config_find_target(&c, IQN1), 2)->physical_block_size, 4096);
+        ck_assert_uint_eq(
+            tdm_config_find_lun(tdm_config_find_target(&c, IQN1), 0)->physical_block_size, 0);
+        /* Restart with a bigger one from the file: the init path passes it on as well. */
+        tdm_config_find_lun(tdm_config_find_target(&c, IQN1), 2)->physical_block_size = 32768;
+        ck_assert_msg(tdm_registry_init(&c, conf, err, sizeof(err)) == 0, "%s", err);
+        tdm_config_free(&c);
+        lun = live_lun(IQN1, 2);
+        ck_assert_ptr_nonnull(lun);
+        ck_assert_uint_eq(scsi_lun_lbppb_exponent(lun), 6);
+        ck_assert_uint_eq(scsi_lun_granularity_blocks(lun), 64);
+        scsi_lun_put(lun);
+}
+END_TEST
+
 START_TEST(test_lun_add_failures_change_nothing)
 {
         char err[512] = "";
@@ -696,6 +749,7 @@ static Suite *registry_suite(void)
         tcase_add_test(tc, test_target_add_del);
         tcase_add_test(tc, test_lun_add_live);
         tcase_add_test(tc, test_readonly_lun_and_atomic_journal);
+        tcase_add_test(tc, test_physical_block_size_lun);
         tcase_add_test(tc, test_lun_add_failures_change_nothing);
         tcase_add_test(tc, test_lun_del_live);
         tcase_add_test(tc, test_acl_decisions);

@@ -45,6 +45,41 @@ START_TEST(read_capacity)
 }
 END_TEST
 
+static uint8_t rc16_exponent(void)
+{
+        uint8_t rc16[16] = {0x9e, 0x10};
+        put_be32(rc16 + 10, 32);
+        struct scsi_task *t = h_run(rc16, 16, NULL, 0, 32);
+        h_assert_good(t);
+        ck_assert_uint_eq(get_be32(t->data_in + 8), 512); /* the logical block stays */
+        ck_assert_int_eq(t->data_in[14] & 0x3f, 0);       /* LOWEST ALIGNED LBA 0 */
+        ck_assert_int_eq(t->data_in[15], 0);
+        return t->data_in[13] & 0x0f;
+}
+
+/* 512e and larger physical blocks: READ CAPACITY(16) reports the exponent configured. */
+START_TEST(read_capacity_physical_block)
+{
+        ck_assert_int_eq(rc16_exponent(), 0);
+        ck_assert_int_eq(scsi_lun_set_physical_block_size(h.lun, 4096), 0);
+        ck_assert_int_eq(rc16_exponent(), 3);
+        ck_assert_int_eq(scsi_lun_set_physical_block_size(h.lun, 65536), 0);
+        ck_assert_int_eq(rc16_exponent(), 7);
+        ck_assert_int_eq(scsi_lun_set_physical_block_size(h.lun, 1024), 0);
+        ck_assert_int_eq(rc16_exponent(), 1);
+        /* Refused: smaller than a logical block, not a power of two, too large. */
+        const uint32_t bad[] = {256, 1536, 6144, 131072, 1u << 31};
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                ck_assert_int_eq(scsi_lun_set_physical_block_size(h.lun, bad[i]), -EINVAL);
+                ck_assert_int_eq(rc16_exponent(), 1); /* unchanged */
+        }
+        ck_assert_int_eq(scsi_lun_set_physical_block_size(h.lun, 0), 0); /* = block_size */
+        ck_assert_int_eq(rc16_exponent(), 0);
+        ck_assert_int_eq(scsi_lun_set_physical_block_size(h.lun, 512), 0);
+        ck_assert_int_eq(rc16_exponent(), 0);
+}
+END_TEST
+
 START_TEST(read_capacity_thick)
 {
         uint8_t rc16[16] = {0x9e, 0x10};
@@ -485,6 +520,33 @@ START_TEST(unmap_partial_physical_blocks)
 }
 END_TEST
 
+/*
+ * With 4 KiB physical blocks an initiator may still unmap any part of one (libiscsi's
+ * WriteSame10/16.UnmapUnaligned): GOOD, and those LBAs read back zeroes.
+ */
+START_TEST(write_same_unmap_unaligned_512e)
+{
+        ck_assert_int_eq(scsi_lun_set_physical_block_size(h.lun, 4096), 0);
+        uint8_t *buf = h_pattern(8 * 512, 5);
+        uint8_t zero[512] = {0};
+        for (uint32_t i = 1; i < 8; i++) {
+                h_assert_good(h_write10(0, 8, buf));
+                h_assert_good(write_same(i % 2 ? 0x41 : 0x93, i, 8 - i, 0x08, zero, 512));
+                struct scsi_task *t = h_read10(0, 8);
+                h_assert_good(t);
+                ck_assert_mem_eq(t->data_in, buf, i * 512);
+                ck_assert(h_all_zero(t->data_in + i * 512, (8 - i) * 512));
+        }
+        /* One logical block of data, not a physical one (InvalidDataOutSize). */
+        uint8_t two[1024] = {0};
+        h_assert_invalid_cdb(write_same(0x41, 0, 1, 0x08, two, 256), 7, -1);
+        h_assert_invalid_cdb(write_same(0x41, 0, 1, 0x08, two, 1024), 7, -1);
+        h_assert_invalid_cdb(write_same(0x93, 0, 1, 0x08, two, 256), 10, -1);
+        h_assert_invalid_cdb(write_same(0x93, 0, 1, 0x08, two, 1024), 10, -1);
+        free(buf);
+}
+END_TEST
+
 START_TEST(unmap_thick_unsupported)
 {
         uint64_t lba = 0;
@@ -583,6 +645,8 @@ int main(void)
         tcase_add_checked_fixture(tc, setup, h_teardown);
         tcase_set_timeout(tc, 30);
         tcase_add_test(tc, read_capacity);
+        tcase_add_test(tc, read_capacity_physical_block);
+        tcase_add_test(tc, write_same_unmap_unaligned_512e);
         tcase_add_test(tc, write_read_round_trip);
         tcase_add_test(tc, lba_out_of_range);
         tcase_add_test(tc, transfer_length_limit);

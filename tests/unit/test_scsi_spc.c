@@ -147,6 +147,28 @@ START_TEST(vpd_block_limits_and_provisioning)
 }
 END_TEST
 
+/*
+ * OPTIMAL TRANSFER LENGTH GRANULARITY and UNMAP GRANULARITY follow the physical block once
+ * it is larger than a page, and OPTIMAL TRANSFER LENGTH stays a multiple of them.
+ */
+START_TEST(vpd_block_limits_physical_block)
+{
+        const struct {
+                uint32_t physical, granularity;
+        } cases[] = {{0, 8}, {1024, 8}, {4096, 8}, {16384, 32}, {65536, 128}};
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                ck_assert_int_eq(scsi_lun_set_physical_block_size(h.lun, cases[i].physical), 0);
+                struct scsi_task *t = inquiry(true, 0xb0, 255);
+                h_assert_good(t);
+                const uint8_t *d = t->data_in;
+                ck_assert_uint_eq(get_be16(d + 6), cases[i].granularity);
+                ck_assert_uint_eq(get_be32(d + 28), cases[i].granularity); /* UNMAP GRANULARITY */
+                ck_assert_uint_eq(get_be32(d + 12) % cases[i].granularity, 0);
+                ck_assert_uint_eq(get_be32(d + 32), 0); /* no UGAVALID: alignment 0 (LBA 0) */
+        }
+}
+END_TEST
+
 START_TEST(vpd_thick_lun)
 {
         struct scsi_task *t = inquiry(true, 0xb0, 255);
@@ -612,6 +634,7 @@ int main(void)
         tcase_add_test(tc, vpd_pages);
         tcase_add_test(tc, vpd_device_identification);
         tcase_add_test(tc, vpd_block_limits_and_provisioning);
+        tcase_add_test(tc, vpd_block_limits_physical_block);
         tcase_add_test(tc, report_luns_and_luns_changed);
         tcase_add_test(tc, ua_power_on_once_per_nexus);
         tcase_add_test(tc, ua_lun_reset_and_precedence);
