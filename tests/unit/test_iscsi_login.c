@@ -1100,6 +1100,51 @@ START_TEST(test_statsn_wraps)
 }
 END_TEST
 
+
+/* Found by fuzz_login: a security-stage login straight to FFP must not skip our limits. */
+START_TEST(test_security_to_ffp_with_limits_goes_operational)
+{
+        limits.immediate_data = false;
+        struct iscsi_login l;
+        iscsi_login_init(&l, &env);
+        struct pdu p;
+        pdu_init(&p, T_BIT | CSG(0) | NSG(3));
+        pdu_identity(&p);
+        pdu_key(&p, "AuthMethod=None");
+        struct iscsi_pdu_reply rep;
+        expect_ok(&l, &p, &rep);
+        /* The lower next stage: operational negotiation, where ImmediateData=No is made. */
+        ck_assert_uint_eq(rep.bhs[1], T_BIT | CSG(0) | NSG(1));
+        ck_assert(!l.complete);
+        iscsi_pdu_reply_free(&rep);
+        pdu_init(&p, T_BIT | CSG(1) | NSG(3));
+        pdu_operational(&p);
+        expect_ok(&l, &p, &rep);
+        assert_key(&rep, "ImmediateData", "No");
+        ck_assert(l.complete);
+        ck_assert(!l.params.immediate_data);
+        iscsi_pdu_reply_free(&rep);
+        iscsi_login_fini(&l);
+}
+END_TEST
+
+/* Found by fuzz_login: a rejected value leaves a default above our limit: no session. */
+START_TEST(test_rejected_key_default_above_limit_fails)
+{
+        limits.max_burst = 4096;
+        limits.first_burst = 1024;
+        struct iscsi_login l;
+        iscsi_login_init(&l, &env);
+        struct pdu p;
+        pdu_init(&p, T_BIT | CSG(1) | NSG(3));
+        pdu_identity(&p);
+        pdu_key(&p, "MaxBurstLength=26x144");
+        pdu_key(&p, "FirstBurstLength=512");
+        expect_fail(&l, &p, ISCSI_LOGIN_INITIATOR_ERROR);
+        iscsi_login_fini(&l);
+}
+END_TEST
+
 static Suite *login_suite(void)
 {
         Suite *s = suite_create("iscsi_login");
@@ -1151,6 +1196,8 @@ static Suite *login_suite(void)
         tcase_add_test(tc, test_no_tsih);
         tcase_add_test(tc, test_chap_required_skipped);
         tcase_add_test(tc, test_no_auth_configured_chap_only_offered);
+        tcase_add_test(tc, test_security_to_ffp_with_limits_goes_operational);
+        tcase_add_test(tc, test_rejected_key_default_above_limit_fails);
         suite_add_tcase(s, tc);
         return s;
 }
