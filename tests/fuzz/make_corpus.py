@@ -1,0 +1,323 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the fuzz targets into tests/fuzz/corpus/<target>/.
+
+The login texts are the ones libiscsi 1.19 sent (iscsi-inq, iscsi-ls, and with CHAP),
+captured through a relay in front of tandemd; qemu-io's session gave the order of the SCSI
+commands. Every seed is small and valid, so the fuzzer starts from inputs that get deep.
+Run it again after changing an input format (see the comment at the top of each fuzz_*.c).
+"""
+import os
+import struct
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TARGET = b"iqn.2026-11.io.tandem:t1"
+INQ = b"iqn.2007-10.com.github:sahlberg:libiscsi:iscsi-inq"
+LS = b"iqn.2007-10.com.github:sahlberg:libiscsi:iscsi-ls"
+ISID = bytes.fromhex("805cc32f0000")
+TTT_NONE = 0xFFFFFFFF
+TTT_FOLLOW = 0xFFFFFFFE  # fuzz_text: replaced by the TTT of the open exchange
+
+# libiscsi's operational keys, in its order.
+LIBISCSI_OPERATIONAL = [
+    b"HeaderDigest=None,CRC32C", b"DataDigest=None", b"InitialR2T=No", b"ImmediateData=Yes",
+    b"MaxBurstLength=262144", b"FirstBurstLength=262144", b"DefaultTime2Wait=2",
+    b"DefaultTime2Retain=0", b"MaxOutstandingR2T=1", b"ErrorRecoveryLevel=0", b"IFMarker=No",
+    b"OFMarker=No", b"MaxConnections=1", b"MaxRecvDataSegmentLength=262144",
+    b"DataPDUInOrder=Yes", b"DataSequenceInOrder=Yes",
+]
+
+
+def text(*pairs):
+    return b"".join(p + b"\0" for p in pairs)
+
+
+def pad4(b):
+    return b + b"\0" * ((4 - len(b) % 4) % 4)
+
+
+def bhs(opcode, flags, data_len, itt, rest=b"", b2=0, b3=0, lun=b"\0" * 8):
+    """48-byte BHS: opcode, flags, two bytes, AHS 0, DSL, LUN/ISID, ITT, then bytes 20..47."""
+    h = bytes([opcode, flags, b2, b3, 0]) + data_len.to_bytes(3, "big") + lun
+    h += struct.pack(">I", itt) + rest
+    return h + b"\0" * (48 - len(h))
+
+
+def login(flags, data, itt=0x2708B9D9, cmdsn=1, expstatsn=0x686ED305, tsih=0, cid=0):
+    lun = ISID + struct.pack(">H", tsih)
+    rest = struct.pack(">HHII", cid, 0, cmdsn, expstatsn)
+    return bhs(0x43, flags, len(data), itt, rest, lun=lun) + pad4(data)
+
+
+def text_req(flags, data, itt, ttt=TTT_NONE, cmdsn=2, expstatsn=1):
+    rest = struct.pack(">III", ttt, cmdsn, expstatsn)
+    return bhs(0x44, flags, len(data), itt, rest) + pad4(data)
+
+
+T, C = 0x80, 0x40
+
+
+def csg(x):
+    return x << 2
+
+
+def login_seeds():
+    normal = text(b"InitiatorName=" + INQ, b"TargetName=" + TARGET, b"SessionType=Normal",
+                  *LIBISCSI_OPERATIONAL)
+    discovery = text(b"InitiatorName=" + LS, b"SessionType=Discovery", b"HeaderDigest=None",
+                     *LIBISCSI_OPERATIONAL[1:])
+    identity = text(b"InitiatorName=" + INQ, b"TargetName=" + TARGET, b"SessionType=Normal")
+    operational = text(*LIBISCSI_OPERATIONAL)
+    seeds = {
+        # iscsi-inq: one request from the operational stage to full feature phase.
+        "libiscsi-normal": b"\x00" + login(T | csg(1) | 3, normal),
+        # iscsi-ls: a discovery session.
+        "libiscsi-discovery": b"\x00" + login(T | csg(1) | 3, discovery),
+        # libiscsi with CHAP (fuzzer config bit 0: the target requires it).
+        "libiscsi-chap": b"\x01"
+        + login(T | csg(0) | 1, identity + text(b"AuthMethod=CHAP,None"), cmdsn=1)
+        + login(csg(0) | 1, text(b"CHAP_A=5"), cmdsn=1)
+        + login(T | csg(0) | 1, text(b"CHAP_N=fuzzuser", b"CHAP_R=AUTO"), cmdsn=1)
+        + login(T | csg(1) | 3, operational, cmdsn=1),
+        # Mutual CHAP with SHA-256, CHAP_A in the first request (config bits 0 and 1).
+        "mutual-chap-sha256": b"\x03"
+        + login(csg(0) | 1, identity + text(b"AuthMethod=CHAP", b"CHAP_A=7,5"))
+        + login(T | csg(0) | 1, text(b"CHAP_N=fuzzuser", b"CHAP_R=AUTO", b"CHAP_I=77",
+                                     b"CHAP_C=0x" + b"5a" * 32))
+        + login(T | csg(1) | 3, operational),
+        # open-iscsi's shape: security stage with AuthMethod=None, then operational keys.
+        "auth-none-two-stages": b"\x00"
+        + login(T | csg(0) | 1, identity + text(b"AuthMethod=None"))
+        + login(T | csg(1) | 3, operational),
+        # The request text continued over two PDUs (C bit).
+        "text-continued": b"\x00"
+        + login(C | csg(1) | 3, normal[:200])
+        + login(T | csg(1) | 3, normal[200:]),
+        # Limits below the RFC defaults: the target offers keys and waits for the answers.
+        "target-offers": b"\x08"
+        + login(T | csg(1) | 3, identity)
+        + login(T | csg(1) | 3, text(b"MaxBurstLength=4096", b"FirstBurstLength=1024",
+                                     b"ImmediateData=No")),
+        # Regression cases of /work/notes/fuzz-findings (limits variant 1: ImmediateData=No,
+        # MaxBurstLength 4096, FirstBurstLength 1024 on the target):
+        # security stage straight to full feature phase: the target's offers must still apply,
+        "limits-security-to-ffp": b"\x08" + login(T | csg(0) | 3, identity),
+        # a rejected (malformed) MaxBurstLength must not leave the default of 262144,
+        "limits-rejected-key": b"\x08"
+        + login(T | csg(1) | 3, identity + text(b"MaxBurstLength=26x144")),
+        # and "Irrelevant" is no answer to the target's offers in a normal session.
+        "limits-irrelevant-answers": b"\x08" + login(T | csg(1) | 3, identity)
+        + login(T | csg(1) | 3, text(b"MaxBurstLength=Irrelevant", b"FirstBurstLength=Irrelevant",
+                                     b"ImmediateData=Irrelevant")),
+        # Discovery that requires CHAP (config bit 2), base64 response form left to AUTO.
+        "discovery-chap": b"\x04"
+        + login(csg(0) | 1, text(b"InitiatorName=" + LS, b"SessionType=Discovery",
+                                 b"AuthMethod=CHAP", b"CHAP_A=5"))
+        + login(T | csg(0) | 1, text(b"CHAP_N=fuzzuser", b"CHAP_R=AUTO"))
+        + login(T | csg(1) | 3, text(b"HeaderDigest=None", b"DataDigest=None")),
+    }
+    return seeds
+
+
+def text_seeds():
+    normal = text(b"InitiatorName=" + INQ, b"TargetName=" + TARGET, b"SessionType=Normal",
+                  *LIBISCSI_OPERATIONAL)
+    st_all = text(b"SendTargets=All")
+    seeds = {
+        "codec-libiscsi-login": b"\x00" + normal,
+        "codec-discovery-padded": b"\x02" + text(b"InitiatorName=" + LS, b"SessionType=Discovery",
+                                                 b"MaxBurstLength=0x40000") + b"\0\0\0",
+        "codec-chap-values": b"\x00" + text(b"CHAP_A=7,5,6,8", b"CHAP_I=255",
+                                            b"CHAP_C=0x" + b"0123456789abcdef" * 4,
+                                            b"CHAP_R=0bASNFZ4mrze8BI0VniavN7w==",
+                                            b"X-com.example.Private=Yes"),
+        # iscsi-ls: SendTargets=All in a discovery session listing three targets.
+        "sendtargets-discovery": b"\x03\x03" + text_req(T, st_all, 0x3BF1882D),
+        # 40 targets, 512-byte PDUs: a long answer the initiator pulls piece by piece.
+        "sendtargets-continued": b"\x07\x28" + text_req(T, st_all, 0x10)
+        + b"".join(text_req(T, b"", 0x11 + i, ttt=TTT_FOLLOW) for i in range(9)),
+        # Normal session: the session's target only, a named one, and keys it must refuse.
+        "sendtargets-normal": b"\x01\x05" + text_req(T, text(b"SendTargets="), 0x20)
+        + text_req(T, text(b"SendTargets=iqn.2026-11.io.tandem:fuzz-target-with-a-long-name-0002"),
+                   0x21)
+        + text_req(T, text(b"MaxBurstLength=4096", b"X-vendor.key=1"), 0x22),
+        # The initiator's own text continued (C=1), then the rest.
+        "request-continued": b"\x03\x02" + text_req(C, b"SendTar", 0x30)
+        + text_req(T, b"gets=All\0", 0x31, ttt=TTT_FOLLOW),
+    }
+    return seeds
+
+
+def cdb(*b):
+    b = bytes(b)
+    return b + b"\0" * (16 - len(b))
+
+
+# fuzz_cdb control byte
+RD, WR = 0x01, 0x02
+EDTL_OUT = 0x04  # EDTL = data-out length
+LUN1, ABSENT = 0x10, 0x30
+NX2, CHAIN = 0x40, 0x80
+
+
+def cmd(c, ctl, data=b""):
+    """A single (last) command: data-out is the rest of the input."""
+    return c + bytes([ctl]) + data
+
+
+def chained(c, ctl, data=b""):
+    return c + bytes([ctl | CHAIN]) + struct.pack(">H", len(data)) + data
+
+
+def be(n, width):
+    return n.to_bytes(width, "big")
+
+
+def cdb_seeds():
+    block = bytes(range(256)) * 2
+    caching_off = bytes([0, 0, 0, 0]) + bytes([0x08, 0x12, 0x00]) + b"\0" * 17
+    # Control page as MODE SENSE reports it, with D_SENSE (byte 2) and SWP (byte 4) set.
+    control_dsense_swp = bytes([0, 0, 0, 0]) + bytes([0x0A, 0x0A, 0x06, 0x10, 0x08, 0, 0, 0,
+                                                      0xFF, 0xFF, 0, 0])
+    unmap_list = be(22, 2) + be(16, 2) + b"\0" * 4 + be(16, 8) + be(32, 4) + b"\0" * 4
+    seeds = {
+        "inquiry": cmd(cdb(0x12, 0, 0, 0, 0x60), RD),
+        "inquiry-vpd83": cmd(cdb(0x12, 1, 0x83, 0, 0xFF), RD),
+        "inquiry-vpdb0": cmd(cdb(0x12, 1, 0xB0, 0, 0x40), RD),
+        "inquiry-vpd00-absent-lun": cmd(cdb(0x12, 1, 0x00, 0, 0xFF), RD | ABSENT),
+        "report-luns": cmd(cdb(0xA0, 0, 0, 0, 0, 0, 0, 0, 0x10, 0), RD),
+        "read-capacity10": cmd(cdb(0x25), RD),
+        "read-capacity16": cmd(cdb(0x9E, 0x10, *be(0, 8), *be(32, 4)), RD),
+        "mode-sense6-all": cmd(cdb(0x1A, 0x08, 0x3F, 0, 0xFF), RD),
+        "mode-sense10-caching": cmd(cdb(0x5A, 0x08, 0x08, 0, 0, 0, 0, 0, 0xFF), RD | LUN1),
+        "read10": cmd(cdb(0x28, 0, *be(0, 4), 0, *be(8, 2)), RD),
+        "write10": cmd(cdb(0x2A, 0, *be(8, 4), 0, *be(1, 2)), WR, block),
+        "write16-fua": cmd(cdb(0x8A, 0x08, *be(2, 8), *be(1, 4)), WR, block),
+        "read16-lun1": cmd(cdb(0x88, 0, *be(0, 8), *be(4, 4)), RD | LUN1),
+        "write-same16-unmap": cmd(cdb(0x93, 0x08, *be(0, 8), *be(8192, 4)), WR, b"\0" * 512),
+        "write-same10": cmd(cdb(0x41, 0, *be(100, 4), 0, *be(16, 2)), WR, block),
+        "unmap": cmd(cdb(0x42, 0, 0, 0, 0, 0, 0, *be(len(unmap_list), 2)), WR, unmap_list),
+        "get-lba-status": cmd(cdb(0x9E, 0x12, *be(0, 8), *be(64, 4)), RD),
+        "sync-cache10": cmd(cdb(0x35), 0),
+        "verify16-bytchk": cmd(cdb(0x8F, 0x02, *be(0, 8), *be(1, 4)), WR, b"\0" * 512),
+        "write-atomic16-lun1": cmd(cdb(0x9C, 0, *be(4, 8), 0, 0, *be(2, 2)), WR | LUN1,
+                                   block * 16),
+        "report-supported-opcodes": cmd(cdb(0xA3, 0x0C, 0, 0, 0, 0, *be(4096, 4)), RD),
+        "request-sense": cmd(cdb(0x03, 0, 0, 0, 0xFC), RD),
+        "report-supported-opcodes-one-rctd": cmd(cdb(0xA3, 0x0C, 0x81, 0x28, 0, 0, *be(512, 4)),
+                                                 RD),
+        "prevent-start-stop-prefetch": chained(cdb(0x1E, 0, 0, 0, 1), 0)
+        + chained(cdb(0x1B, 0, 0, 0, 0x02), 0) + cmd(cdb(0x90, 0, *be(0, 8), *be(64, 4)), 0),
+        "orwrite16-write-verify10": chained(cdb(0x8B, 0, *be(3, 8), *be(1, 4)), WR, block)
+        + cmd(cdb(0x2E, 0x02, *be(5, 4), 0, *be(1, 2)), WR, block),
+        # qemu's start: TEST UNIT READY, INQUIRY, MODE SENSE, READ CAPACITY(16), VPD pages.
+        "qemu-open-sequence": chained(cdb(0x00), 0) + chained(cdb(0x12, 0, 0, 0, 0x40), RD)
+        + chained(cdb(0x1A, 0x08, 0x3F, 0, 0xFF), RD)
+        + chained(cdb(0x9E, 0x10, *be(0, 8), *be(32, 4)), RD)
+        + chained(cdb(0x12, 1, 0xB0, 0, 0x40), RD) + cmd(cdb(0x12, 1, 0xB2, 0, 0x40), RD),
+        # RESERVE by one initiator, a write by the other (conflict), RELEASE.
+        "reserve-conflict": chained(cdb(0x16), 0)
+        + chained(cdb(0x2A, 0, *be(0, 4), 0, *be(1, 2)), WR | NX2, block)
+        + cmd(cdb(0x17), 0),
+        # MODE SELECT: write cache off, descriptor sense and write protect on, then a write
+        # (refused), a bad read, and the other initiator's command (MODE PARAMETERS CHANGED).
+        "mode-select-then-error": chained(cdb(0x15, 0x10, 0, 0, len(caching_off)), WR | EDTL_OUT,
+                                          caching_off)
+        + chained(cdb(0x15, 0x10, 0, 0, len(control_dsense_swp)), WR | EDTL_OUT,
+                  control_dsense_swp)
+        + chained(cdb(0x2A, 0, *be(0, 4), 0, *be(1, 2)), WR, block)
+        + chained(cdb(0x28, 0, *be(0xFFFFFF00, 4), 0, *be(8, 2)), RD)
+        + cmd(cdb(0x00), NX2),
+    }
+    return seeds
+
+
+def pdu_rx_seeds():
+    """fuzz_pdu_rx: a byte of flags then a raw stream (bit 2 clear) or framed PDUs (set)."""
+    normal = text(b"InitiatorName=" + INQ, b"TargetName=" + TARGET, b"SessionType=Normal",
+                  *LIBISCSI_OPERATIONAL)
+    digests = text(b"InitiatorName=" + INQ, b"TargetName=" + TARGET, b"SessionType=Normal",
+                   b"HeaderDigest=CRC32C", b"DataDigest=CRC32C", *LIBISCSI_OPERATIONAL[2:])
+    discovery = text(b"InitiatorName=" + LS, b"SessionType=Discovery", b"HeaderDigest=None",
+                     *LIBISCSI_OPERATIONAL[1:])
+
+    def scsi(flags, itt, cmdsn, c, edtl, data=b"", lun=b"\0" * 8):
+        rest = struct.pack(">III", edtl, cmdsn, 1) + c
+        return bhs(0x01, flags, len(data), itt, rest, lun=lun) + pad4(data)
+
+    def data_out(itt, ttt, datasn, offset, data, final=True):
+        rest = struct.pack(">IIIIII", ttt, 0, 1, 0, datasn, offset)
+        return bhs(0x05, 0x80 if final else 0, len(data), itt, rest) + pad4(data)
+
+    def nop(itt, cmdsn, data=b""):
+        rest = struct.pack(">III", TTT_NONE, cmdsn, 1)
+        return bhs(0x40, 0x80, len(data), itt, rest) + pad4(data)
+
+    def logout(itt, cmdsn):
+        rest = struct.pack(">HHII", 0, 0, cmdsn, 1)
+        return bhs(0x46, 0x80, 0, itt, rest)
+
+    def tmf(itt, cmdsn, func, ref=TTT_NONE):
+        rest = struct.pack(">IIII", ref, cmdsn, 1, 0)
+        return bhs(0x02, 0x80 | func, 0, itt, rest)
+
+    block = bytes(range(256)) * 2
+    w10 = cdb(0x2A, 0, *be(0, 4), 0, *be(4, 2))
+    session = (
+        login(T | csg(1) | 3, normal, itt=1, cmdsn=1)
+        + scsi(0x81, 2, 1, cdb(0x00), 0)
+        + scsi(0xC1, 3, 2, cdb(0x12, 0, 0, 0, 0x60), 0x60)
+        + scsi(0xC1, 4, 3, cdb(0x9E, 0x10, *be(0, 8), *be(32, 4)), 32)
+        + scsi(0xA1, 5, 4, cdb(0x2A, 0, *be(0, 4), 0, *be(1, 2)), 512, block)
+        # Immediate data for one block, the rest by Data-Out after the R2T (qemu's 70k write).
+        + scsi(0xA1, 6, 5, w10, 2048, block)
+        + data_out(6, 1, 0, 512, block * 3)
+        + scsi(0xC1, 7, 6, cdb(0x28, 0, *be(0, 4), 0, *be(4, 2)), 2048)
+        + nop(8, 7, b"ping")
+        + text_req(T, text(b"SendTargets=All"), 9, cmdsn=8)
+        + tmf(10, 9, 1, ref=6)
+        + logout(11, 10)
+    )
+    seeds = {
+        # Raw streams: as libiscsi and qemu sent them.
+        "raw-normal-session": b"\x00" + session,
+        "raw-discovery": b"\x00" + login(T | csg(1) | 3, discovery, itt=1)
+        + text_req(T, text(b"SendTargets=All"), 2, cmdsn=1) + logout(3, 2),
+        # Framed: the harness adds digests once the login negotiated them.
+        "framed-digests": b"\x04" + login(T | csg(1) | 3, digests, itt=1)
+        + scsi(0x81, 2, 1, cdb(0x00), 0)
+        + scsi(0xC1, 3, 2, cdb(0x12, 0, 0, 0, 0x60), 0x60)
+        + scsi(0xA1, 4, 3, cdb(0x2A, 0, *be(0, 4), 0, *be(1, 2)), 512, block)
+        + nop(5, 4, b"digest") + logout(6, 5),
+        # Written a few bytes at a time: every partial-PDU state of the receive path.
+        "chunked-session": b"\x18" + session,
+        # A canned login first (flag bit 0), then commands only.
+        "canned-login": b"\x01" + scsi(0xC1, 2, 1, cdb(0xA0, 0, 0, 0, 0, 0, 0, 0, 0x10, 0), 0x1000)
+        + scsi(0x21, 3, 2, w10, 2048) + data_out(3, TTT_NONE, 0, 0, block * 2, final=False),
+    }
+    return seeds
+
+
+def write(target, seeds):
+    d = os.path.join(HERE, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    for name in os.listdir(d):
+        os.unlink(os.path.join(d, name))
+    for name, data in seeds.items():
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(data)
+
+
+def main():
+    write("fuzz_login", login_seeds())
+    write("fuzz_text", text_seeds())
+    write("fuzz_cdb", cdb_seeds())
+    write("fuzz_pdu_rx", pdu_rx_seeds())
+    total = 0
+    for root, _, files in os.walk(os.path.join(HERE, "corpus")):
+        total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+    print("corpus: %d bytes" % total, file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
