@@ -23,7 +23,8 @@ static const struct {
                "  target del IQN              (its LUNs go too; backing files are kept)\n"},
     {"lun", "  lun add IQN LUN PATH [--size BYTES] [--thin] [--direct] [--block-size N]\n"
             "          [--physical-block-size N] [--readonly]\n"
-            "  lun del IQN LUN\n"},
+            "  lun del IQN LUN\n"
+            "  lun resize IQN LUN [SIZE]   (grow online; no SIZE: re-read a block device)\n"},
     {"acl", "  acl add IQN INITIATOR_IQN|ALL\n"
             "  acl del IQN INITIATOR_IQN|ALL\n"},
     {"chap", "  chap set IQN USER SECRET [--mutual USER SECRET]\n"
@@ -47,6 +48,12 @@ static const char usage_details[] =
     "BYTES takes K M G T P (powers of 1024, also KiB MiB ...) or KB MB GB TB PB\n"
     "(powers of 1000). --thin allows UNMAP. --direct opens with O_DIRECT.\n"
     "--readonly exports PATH write protected (opened read-only; no --size).\n"
+    "lun resize grows a LUN while initiators use it: a file to SIZE (same units as\n"
+    "--size, a multiple of the block size; extended sparsely), a block device to the\n"
+    "size it has now (grow it first, e.g. lvextend, then leave SIZE out; a SIZE must\n"
+    "equal the device's). Shrinking is refused: it would cut off the end of the\n"
+    "filesystem or VMFS datastore on the LUN. Initiators get UNIT ATTENTION CAPACITY\n"
+    "DATA HAS CHANGED and see the new size; the size is saved in the config file.\n"
     "--physical-block-size reports bigger physical blocks than --block-size (e.g. 4096\n"
     "on 512-byte blocks: \"512e\"); a power-of-two multiple of it, at most 65536.\n"
     "CHAP secrets are 12..255 characters; USER/SECRET after --mutual are what the\n"
@@ -305,6 +312,37 @@ static int parse_lun_add(struct admin_ctl *ctl, const struct args *a, char *err,
         return 0;
 }
 
+/* lun resize IQN LUN [SIZE]: the daemon checks SIZE against the LUN's block size. */
+static int parse_lun_resize(struct admin_ctl *ctl, const struct args *a, char *err, size_t errlen)
+{
+        Tandem__Admin__LunResize *m = &ctl->op.lun_resize;
+        int rc;
+        tandem__admin__lun_resize__init(m);
+        if ((rc = check_options(a, 0, "lun resize", err, errlen)))
+                return rc;
+        if (a->n_pos < 2)
+                return bad(err, errlen, "lun resize: missing IQN LUN");
+        if ((rc = check_count(a, a->n_pos > 3 ? 3 : a->n_pos, "lun resize", "IQN LUN", err,
+                              errlen)) ||
+            (rc = check_iqn("iqn", a->pos[0], err, errlen)) ||
+            (rc = parse_lun_id(a->pos[1], &m->lun, err, errlen)))
+                return rc;
+        m->iqn = (char *)a->pos[0];
+        if (a->n_pos == 3) {
+                int r = tdm_parse_size(a->pos[2], &m->size);
+                if (r == -ERANGE)
+                        return bad(err, errlen, "size: too large, got \"%s\"", a->pos[2]);
+                if (r < 0 || m->size == 0)
+                        return bad(err, errlen,
+                                   "size: must be a positive number of bytes with an optional unit "
+                                   "(K M G T, KiB MiB ..., KB MB ...), got \"%s\"",
+                                   a->pos[2]);
+        }
+        ctl->req.op_case = TANDEM__ADMIN__ADMIN_REQUEST__OP_LUN_RESIZE;
+        ctl->req.lun_resize = m;
+        return 0;
+}
+
 static int parse_chap(struct admin_ctl *ctl, const struct args *a, bool clear, char *err,
                       size_t errlen)
 {
@@ -381,6 +419,8 @@ static int parse_command(struct admin_ctl *ctl, const char *cmd, const char *sub
         }
         if (strcmp(cmd, "lun") == 0 && sub && strcmp(sub, "add") == 0)
                 return parse_lun_add(ctl, a, err, errlen);
+        if (strcmp(cmd, "lun") == 0 && sub && strcmp(sub, "resize") == 0)
+                return parse_lun_resize(ctl, a, err, errlen);
         if (strcmp(cmd, "lun") == 0 && sub) {
                 Tandem__Admin__LunDel *m = &ctl->op.lun_del;
                 tandem__admin__lun_del__init(m);
@@ -462,15 +502,26 @@ static bool instance_name_ok(const char *s)
 /* Subcommands each command takes; NULL entry: none. */
 static const struct {
         const char *cmd;
-        const char *subs[3];
+        const char *subs[4];
 } commands[] = {
     {"target", {"add", "del", NULL}},
-    {"lun", {"add", "del", NULL}},
+    {"lun", {"add", "del", "resize", NULL}},
     {"acl", {"add", "del", NULL}},
     {"chap", {"set", "clear", NULL}},
     {"status", {NULL}},
     {"stats", {NULL}},
 };
+
+/* "add|del|resize": the subcommands of commands[c], for messages. */
+static void subs_joined(size_t c, char *out, size_t outlen)
+{
+        size_t n = 0;
+        out[0] = '\0';
+        for (int k = 0; commands[c].subs[k] && n < outlen; k++) {
+                int w = snprintf(out + n, outlen - n, "%s%s", k ? "|" : "", commands[c].subs[k]);
+                n += w > 0 ? (size_t)w : 0;
+        }
+}
 
 int admin_ctl_parse(struct admin_ctl *ctl, int argc, char **argv, char *err, size_t errlen)
 {
@@ -519,21 +570,22 @@ int admin_ctl_parse(struct admin_ctl *ctl, int argc, char **argv, char *err, siz
                 return bad(err, errlen, "unknown command \"%s\"", cmd);
         ctl->topic = commands[c].cmd;
         const char *sub = NULL;
+        char subs[64];
+        subs_joined(c, subs, sizeof(subs));
         if (commands[c].subs[0]) {
                 if (i >= argc || strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
                         if (i < argc) {
                                 ctl->help = true;
                                 return 0;
                         }
-                        return bad(err, errlen, "%s: missing %s|%s", cmd, commands[c].subs[0],
-                                   commands[c].subs[1]);
+                        return bad(err, errlen, "%s: missing %s", cmd, subs);
                 }
                 for (int k = 0; commands[c].subs[k]; k++)
                         if (strcmp(argv[i], commands[c].subs[k]) == 0)
                                 sub = commands[c].subs[k];
                 if (!sub)
-                        return bad(err, errlen, "%s: unknown subcommand \"%s\" (%s|%s)", cmd,
-                                   argv[i], commands[c].subs[0], commands[c].subs[1]);
+                        return bad(err, errlen, "%s: unknown subcommand \"%s\" (%s)", cmd, argv[i],
+                                   subs);
                 i++;
         }
         struct args a = {0};
@@ -838,6 +890,32 @@ static void done_text(FILE *out, const Tandem__Admin__AdminRequest *q)
         }
 }
 
+static void resized_text(FILE *out, const Tandem__Admin__LunResize *q,
+                         const Tandem__Admin__LunResized *d)
+{
+        char from[32], to[32];
+        human_size(from, sizeof(from), d->old_size);
+        human_size(to, sizeof(to), d->new_size);
+        if (d->old_size == d->new_size)
+                fprintf(out, "LUN %u of %s unchanged: %s (%" PRIu64 " bytes)\n", q->lun, q->iqn, to,
+                        d->new_size);
+        else
+                fprintf(out,
+                        "LUN %u of %s resized from %s to %s (%" PRIu64
+                        " bytes); initiators are told the capacity changed\n",
+                        q->lun, q->iqn, from, to, d->new_size);
+}
+
+static json_object *resized_json(const Tandem__Admin__LunResized *d)
+{
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "ok", json_object_new_boolean(true));
+        json_object_object_add(o, "old_size", json_object_new_uint64(d->old_size));
+        json_object_object_add(o, "new_size", json_object_new_uint64(d->new_size));
+        json_object_object_add(o, "changed", json_object_new_boolean(d->old_size != d->new_size));
+        return o;
+}
+
 int admin_ctl_print(FILE *out, const struct admin_ctl *ctl, const Tandem__Admin__AdminResponse *r)
 {
         if (!r->ok)
@@ -853,6 +931,11 @@ int admin_ctl_print(FILE *out, const struct admin_ctl *ctl, const Tandem__Admin_
                         print_json(out, stats_json(r->stats));
                 else
                         stats_text(out, r->stats);
+        } else if (q->op_case == TANDEM__ADMIN__ADMIN_REQUEST__OP_LUN_RESIZE && r->lun_resized) {
+                if (ctl->json)
+                        print_json(out, resized_json(r->lun_resized));
+                else
+                        resized_text(out, q->lun_resize, r->lun_resized);
         } else if (ctl->json) {
                 json_object *o = json_object_new_object();
                 json_object_object_add(o, "ok", json_object_new_boolean(true));

@@ -23,6 +23,7 @@ struct admin_ctl {
                 Tandem__Admin__TargetDel target_del;
                 Tandem__Admin__LunAdd lun_add;
                 Tandem__Admin__LunDel lun_del;
+                Tandem__Admin__LunResize lun_resize;
                 Tandem__Admin__AclAdd acl_add;
                 Tandem__Admin__AclDel acl_del;
                 Tandem__Admin__ChapSet chap_set;

@@ -369,6 +369,27 @@ static void do_lun_add(struct arena *a, Response *r, const Tandem__Admin__LunAdd
         set_result(a, r, tdm_registry_lun_add(m->iqn, &l, err, sizeof(err)), err);
 }
 
+static void do_lun_resize(struct arena *a, Response *r, const Tandem__Admin__LunResize *m)
+{
+        char err[512] = "";
+        if (!need_iqn(a, r, m->iqn))
+                return;
+        if (m->lun > TDM_LUN_ID_MAX) {
+                set_error(a, r, -EINVAL, "lun: must be 0..%d, got %u", TDM_LUN_ID_MAX, m->lun);
+                return;
+        }
+        /* Allocated first: a resize that happened is never reported as out of memory. */
+        Tandem__Admin__LunResized *done = arena_alloc(a, sizeof(*done));
+        if (!done)
+                return;
+        tandem__admin__lun_resized__init(done);
+        int rc = tdm_registry_lun_resize(m->iqn, m->lun, m->size, &done->old_size, &done->new_size,
+                                         err, sizeof(err));
+        set_result(a, r, rc, err);
+        if (rc == 0)
+                r->lun_resized = done;
+}
+
 static void do_chap_set(struct arena *a, Response *r, const Tandem__Admin__ChapSet *m)
 {
         char err[512] = "";
@@ -426,6 +447,9 @@ static void run(struct arena *a, const Request *q, Response *r, struct iscsi_ses
                                    tdm_registry_lun_del(q->lun_del->iqn, q->lun_del->lun, err,
                                                         sizeof(err)),
                                    err);
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_LUN_RESIZE:
+                do_lun_resize(a, r, q->lun_resize);
                 break;
         case TANDEM__ADMIN__ADMIN_REQUEST__OP_ACL_ADD:
                 if (need_iqn(a, r, q->acl_add->iqn))

@@ -101,6 +101,23 @@ int bs_refresh_size(struct bs_dev *bs)
 	return bs_query_size(bs->fd, bs->is_blockdev, &bs->size);
 }
 
+int bs_probe_size(struct bs_dev *bs, uint64_t *size)
+{
+	return bs_query_size(bs->fd, bs->is_blockdev, size);
+}
+
+int bs_set_file_size(struct bs_dev *bs, uint64_t size)
+{
+	if (bs->is_blockdev)
+		return -ENOTTY;
+	if (size > (uint64_t)INT64_MAX)
+		return -EFBIG;
+	if (ftruncate(bs->fd, (off_t)size) < 0)
+		return -errno;
+	bs->size = size;
+	return 0;
+}
+
 /* O_DIRECT wants aligned memory; 4096 satisfies every device's logical block size. */
 #define DIRECT_MEM_ALIGN 4096
 

@@ -1542,6 +1542,26 @@ int tdm_config_del_lun(struct tdm_config *cfg, const char *iqn, uint64_t lun, ch
         return 0;
 }
 
+int tdm_config_set_lun_size(struct tdm_config *cfg, const char *iqn, uint64_t lun, uint64_t size,
+                            char *err, size_t errlen)
+{
+        struct tdm_target_cfg *t;
+        int rc = find_target_or_fail(cfg, iqn, &t, err, errlen);
+        if (rc)
+                return rc;
+        struct tdm_lun_cfg *l = tdm_config_find_lun(t, lun);
+        if (!l)
+                return fail(err, errlen, -ENOENT, "lun", "no LUN %" PRIu64 " in %s", lun, t->iqn);
+        if (size % l->block_size)
+                return fail(err, errlen, -EINVAL, "size",
+                            "must be a multiple of the block size (%u), got %" PRIu64,
+                            l->block_size, size);
+        if (l->readonly && size)
+                return fail(err, errlen, -EINVAL, "size", READONLY_SIZE_MSG);
+        l->size = size;
+        return 0;
+}
+
 int tdm_config_add_acl(struct tdm_config *cfg, const char *iqn, const char *initiator, char *err,
                        size_t errlen)
 {

@@ -137,6 +137,14 @@ static int lun_build(const struct tdm_lun_cfg *l, const char *field, struct scsi
                           l->path, l->block_size);
         if (rc < 0)
                 goto out_close;
+        /*
+         * The LUN exposes the whole file or device: one that grew while the daemon was down
+         * (lvextend, truncate) shows its real size; the configured size is a minimum.
+         */
+        if (l->size && bs->size > l->size)
+                log_info("LUN %" PRIu64 " (%s): %" PRIu64
+                         " bytes, more than the configured %" PRIu64 ": all of them are exported",
+                         l->lun, l->path, bs->size, l->size);
         struct scsi_lun *lun = scsi_lun_create(l->lun, bs, l->block_size);
         if (!lun) {
                 rc = fail(err, errlen, -ENOMEM, NULL, "out of memory");
@@ -646,4 +654,143 @@ int tdm_registry_chap_set(const char *iqn, const struct tdm_chap_cfg *chap, char
         log_notice("admin: CHAP %s for %s", chap->enabled ? "set" : "cleared",
                    iqn ? iqn : "discovery");
         return edit_end(&copy, 0);
+}
+
+/* ---------------------------------------------------------------- lun resize */
+
+/* What a resize will do, worked out before anything changes. */
+struct resize_plan {
+        uint64_t old_bytes, new_bytes; /* the LUN's size */
+        uint64_t config_size;          /* size to save (0: "the device's size" stays) */
+        uint64_t file_before;          /* regular file: its length before we grow it */
+};
+
+static int resize_plan_file(const struct tdm_lun_cfg *l, struct scsi_lun *sl, uint64_t size,
+                            struct resize_plan *p, char *err, size_t errlen)
+{
+        if (l->readonly)
+                return fail(err, errlen, -EROFS, "size",
+                            "LUN %" PRIu64 " is read-only: its file is never grown", l->lun);
+        if (size == 0)
+                return fail(err, errlen, -EINVAL, "size",
+                            "missing: a LUN on a file needs the new size (only a block device "
+                            "LUN re-reads its size)");
+        if (size % sl->block_size)
+                return fail(err, errlen, -EINVAL, "size",
+                            "must be a multiple of the block size (%u), got %" PRIu64,
+                            sl->block_size, size);
+        if (size < p->old_bytes)
+                return fail(err, errlen, -EINVAL, "size",
+                            "%" PRIu64 " bytes is less than the LUN has (%" PRIu64
+                            "): shrinking is refused (it would cut off the end of the "
+                            "filesystem or VMFS datastore on it)",
+                            size, p->old_bytes);
+        int rc = bs_probe_size(sl->bs, &p->file_before);
+        if (rc < 0)
+                return fail(err, errlen, rc, "path", "cannot read the size of %s: %s", l->path,
+                            strerror(-rc));
+        if (size < p->file_before)
+                return fail(err, errlen, -EINVAL, "size",
+                            "%s already has %" PRIu64 " bytes: give at least that (the LUN "
+                            "exposes the whole file when tandemd starts)",
+                            l->path, p->file_before);
+        p->new_bytes = size;
+        p->config_size = size;
+        return 0;
+}
+
+/* tandem cannot resize a block device: it takes the size the device has now (lvextend). */
+static int resize_plan_device(const struct tdm_lun_cfg *l, struct scsi_lun *sl, uint64_t size,
+                              struct resize_plan *p, char *err, size_t errlen)
+{
+        uint64_t dev;
+        int rc = bs_probe_size(sl->bs, &dev);
+        if (rc < 0)
+                return fail(err, errlen, rc, "path", "cannot read the size of %s: %s", l->path,
+                            strerror(-rc));
+        if (size && size != dev)
+                return fail(err, errlen, -EINVAL, "size",
+                            "%" PRIu64 " bytes is not the size of %s (%" PRIu64
+                            " bytes): tandem cannot resize a block device; grow it first "
+                            "(lvextend), then resize without a size",
+                            size, l->path, dev);
+        p->new_bytes = dev - dev % sl->block_size;
+        if (p->new_bytes < p->old_bytes)
+                return fail(err, errlen, -EINVAL, "size",
+                            "%s has shrunk to %" PRIu64 " bytes, less than the LUN (%" PRIu64
+                            "): shrinking is refused (data at the end would be lost); grow "
+                            "the device back",
+                            l->path, dev, p->old_bytes);
+        p->config_size = l->size ? p->new_bytes : 0;
+        return 0;
+}
+
+/*
+ * Prepare (grow the file: initiators cannot address the new blocks yet), save, then apply;
+ * a failed save shrinks the file back to what it was.
+ */
+static int resize_commit(struct tdm_config *copy, const char *iqn, struct scsi_lun *sl,
+                         const struct resize_plan *p, char *err, size_t errlen)
+{
+        int rc = tdm_config_set_lun_size(copy, iqn, sl->id, p->config_size, err, errlen);
+        if (rc < 0)
+                return rc;
+        bool grow_file = !sl->bs->is_blockdev && p->new_bytes > p->file_before;
+        if (grow_file && (rc = bs_set_file_size(sl->bs, p->new_bytes)) < 0)
+                return fail(err, errlen, rc, "size", "cannot grow %s to %" PRIu64 " bytes: %s",
+                            sl->bs->path, p->new_bytes, strerror(-rc));
+        if ((rc = edit_commit_file(copy, err, errlen)) < 0) {
+                int undo = grow_file ? bs_set_file_size(sl->bs, p->file_before) : 0;
+                if (undo < 0)
+                        log_err("admin: %s stays grown to %" PRIu64 " bytes (cannot undo: %s)",
+                                sl->bs->path, p->new_bytes, strerror(-undo));
+                return rc;
+        }
+        if (sl->bs->is_blockdev && (rc = bs_refresh_size(sl->bs)) < 0)
+                log_warn("admin: %s: re-reading its size: %s (the LUN grows anyway)", sl->bs->path,
+                         strerror(-rc));
+        /* Cannot fail: admin operations are serialised and the plan only grows. */
+        scsi_lun_grow(sl, p->new_bytes / sl->block_size);
+        publish_config(copy);
+        return 0;
+}
+
+int tdm_registry_lun_resize(const char *iqn, uint64_t lun, uint64_t size, uint64_t *old_size,
+                            uint64_t *new_size, char *err, size_t errlen)
+{
+        struct tdm_config copy;
+        int rc = edit_begin(&copy, err, errlen);
+        if (rc < 0)
+                return rc;
+        struct tdm_target_cfg *t = iqn ? tdm_config_find_target(&copy, iqn) : NULL;
+        if (!t)
+                return edit_end(&copy, fail(err, errlen, -ENOENT, "iqn", "no target \"%s\"",
+                                            iqn ? iqn : "(null)"));
+        const struct tdm_lun_cfg *l = tdm_config_find_lun(t, lun);
+        if (!l)
+                return edit_end(&copy, fail(err, errlen, -ENOENT, "lun", "no LUN %" PRIu64 " in %s",
+                                            lun, t->iqn));
+        struct reg_target *rt = live_find(iqn);
+        struct scsi_lun *sl = rt ? scsi_target_get_lun(rt->st, lun) : NULL;
+        if (!sl)
+                return edit_end(&copy, fail(err, errlen, -ENODEV, "lun",
+                                            "LUN %" PRIu64 " of %s is not open", lun, t->iqn));
+        struct resize_plan p = {.old_bytes = atomic_load(&sl->num_blocks) * sl->block_size};
+        char path[sizeof(l->path)];
+        snprintf(path, sizeof(path), "%s", l->path);
+        rc = sl->bs->is_blockdev ? resize_plan_device(l, sl, size, &p, err, errlen)
+                                 : resize_plan_file(l, sl, size, &p, err, errlen);
+        /* The same size again (a repeated command, no lvextend yet): nothing to save or tell. */
+        if (rc == 0 && p.new_bytes != p.old_bytes)
+                rc = resize_commit(&copy, iqn, sl, &p, err, errlen);
+        scsi_lun_put(sl);
+        if (rc == 0 && old_size)
+                *old_size = p.old_bytes;
+        if (rc == 0 && new_size)
+                *new_size = p.new_bytes;
+        if (rc == 0 && p.new_bytes != p.old_bytes)
+                log_notice("admin: %s LUN %" PRIu64 " resized from %" PRIu64 " to %" PRIu64
+                           " bytes (%s)",
+                           iqn, lun, p.old_bytes, p.new_bytes, path);
+        return edit_end(&copy, rc);
 }

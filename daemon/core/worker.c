@@ -163,8 +163,9 @@ static void *worker_main(void *arg)
 				rc = iscsi_conn_flush(c);
 			if (rc == 0 && c->kill)
 				rc = -ECONNRESET;
-			if (rc == 0)
-				iscsi_conn_check_backpressure(c);
+			/* Resumed: commands left in the buffer get no new EPOLLIN, so parse now. */
+			if (rc == 0 && iscsi_conn_check_backpressure(c))
+				rc = iscsi_conn_on_readable(c);
 			if (rc < 0) {
 				conn_close(w, c, rc);
 				/* Later events in this batch may name the freed connection. */

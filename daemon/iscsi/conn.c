@@ -372,6 +372,9 @@ static int rx_process(struct iscsi_conn *c, uint32_t *need)
 {
 	*need = 0;
 	while (c->state != ISCSI_CONN_CLOSED && c->state != ISCSI_CONN_LOGOUT) {
+		/* A reader that does not keep up: leave the rest unparsed until output drains. */
+		if (iscsi_conn_over_high(c))
+			return 0;
 		uint32_t avail = c->rx_len - c->rx_off;
 		if (avail < ISCSI_BHS_LEN) {
 			*need = ISCSI_BHS_LEN;
@@ -425,9 +428,26 @@ static int rx_process(struct iscsi_conn *c, uint32_t *need)
 			iscsi_send_reject(c, pdu, ISCSI_REJECT_PROTOCOL_ERROR);
 			continue;
 		}
+		c->rx_pdus++;
 		int rc = ffp ? conn_ffp(c, pdu, data, dsl) : conn_login(c, pdu, data, dsl);
 		if (rc < 0)
 			return rc;
+	}
+	return 0;
+}
+
+/* Parse what the buffer holds; keeps the buffer ready for the next PDU. */
+static int rx_drain(struct iscsi_conn *c)
+{
+	uint32_t need;
+	int rc = rx_process(c, &need);
+	if (rc < 0)
+		return rc;
+	if (c->rx_off == c->rx_len) {
+		c->rx_off = c->rx_len = 0;
+	} else if (need > c->rx_cap - c->rx_off) {
+		if (rx_reserve(c, need) < 0)
+			return -ENOMEM;
 	}
 	return 0;
 }
@@ -450,10 +470,20 @@ int iscsi_conn_on_readable(struct iscsi_conn *c)
 			if (rc == 0)
 				break;
 		}
+		/* Commands already read (left by a pause) come before reading more. */
+		int rc = rx_drain(c);
+		if (rc < 0) {
+			iscsi_conn_flush(c);
+			return rc;
+		}
+		if (iscsi_conn_over_high(c))
+			break;
 		if (c->rx_cap - c->rx_len < 4096 || c->rx_off == c->rx_len) {
 			if (rx_reserve(c, c->rx_cap) < 0)
 				return -ENOMEM;
 		}
+		if (c->rx_len == c->rx_cap)
+			break;
 		ssize_t n = recv(c->fd, c->rx + c->rx_len, c->rx_cap - c->rx_len, MSG_DONTWAIT);
 		if (n == 0)
 			return -ECONNRESET;
@@ -467,22 +497,36 @@ int iscsi_conn_on_readable(struct iscsi_conn *c)
 		c->rx_len += (uint32_t)n;
 		c->last_rx_ns = tdm_now_ns();
 		c->nop_sent_ns = 0; /* any traffic proves the initiator alive */
-		uint32_t need;
-		int rc = rx_process(c, &need);
+		rc = rx_drain(c);
 		if (rc < 0) {
 			iscsi_conn_flush(c);
 			return rc;
 		}
-		if (c->rx_off == c->rx_len) {
-			c->rx_off = c->rx_len = 0;
-		} else if (need > c->rx_cap - c->rx_off) {
-			if (rx_reserve(c, need) < 0)
-				return -ENOMEM;
-		}
 		if ((size_t)n < 4096)
 			break;
 	}
-	return iscsi_conn_flush(c);
+	/*
+	 * Parsing may have stopped at the high watermark with whole commands still buffered;
+	 * if sending freed room, take them now: no EPOLLIN will come for bytes already read.
+	 */
+	for (;;) {
+		int rc = iscsi_conn_flush(c);
+		if (rc < 0)
+			return rc;
+		if (iscsi_conn_over_high(c) || c->rx_off == c->rx_len || c->direct.task ||
+		    c->rx_discard)
+			break;
+		uint64_t before = c->rx_pdus;
+		rc = rx_drain(c);
+		if (rc < 0) {
+			iscsi_conn_flush(c);
+			return rc;
+		}
+		if (c->rx_pdus == before)
+			break; /* only a partial PDU is left: its rest arrives with EPOLLIN */
+	}
+	iscsi_conn_check_backpressure(c);
+	return 0;
 }
 
 void iscsi_conn_tick(struct iscsi_conn *c, uint64_t now_ns)
@@ -497,8 +541,8 @@ void iscsi_conn_tick(struct iscsi_conn *c, uint64_t now_ns)
 		}
 		return;
 	}
-	if (c->state != ISCSI_CONN_FFP || cfg->nop_interval_s == 0)
-		return;
+	if (c->state != ISCSI_CONN_FFP || cfg->nop_interval_s == 0 || c->rx_paused)
+		return; /* a paused initiator is reading our output: it is alive */
 	if (c->nop_sent_ns) {
 		if (now_ns - c->nop_sent_ns > cfg->nop_timeout_s * sec) {
 			log_warn("%s: no answer to NOP-In within %u s: closing", c->peer,

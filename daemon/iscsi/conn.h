@@ -16,7 +16,7 @@ struct iscsi_conn;
 /* Largest data segment we accept (we declare it as MaxRecvDataSegmentLength). */
 #define ISCSI_RX_DSL_LIMIT (1024 * 1024)
 /* Largest SCSI data transfer a single command may ask for. */
-#define ISCSI_MAX_XFER (32u * 1024 * 1024)
+#define ISCSI_MAX_XFER (16u * 1024 * 1024) /* the Block Limits MAXIMUM TRANSFER LENGTH */
 #define ISCSI_TASK_HASH 256
 /* Per-connection bounds on what a hostile or slow initiator can make us hold. */
 #define ISCSI_TX_QUEUE_HIGH (64u * 1024 * 1024) /* stop reading above this much queued output */
@@ -92,6 +92,7 @@ struct iscsi_conn {
 	/* Receive buffer: whole PDUs are parsed from here. */
 	uint8_t *rx;
 	uint32_t rx_cap, rx_len, rx_off;
+	uint64_t rx_pdus; /* PDUs dispatched, to tell progress */
 
 	/* A large Data-Out payload being received straight into its task's buffer. */
 	struct {
@@ -111,6 +112,7 @@ struct iscsi_conn {
 	uint64_t tx_queued_bytes;
 	bool rx_paused;
 	uint64_t collect_bytes; /* sum of wbuf sizes of tasks collecting Data-Out */
+	uint64_t refused_full;  /* writes answered TASK SET FULL (logged sparsely) */
 	bool want_write;
 
 	/* Tasks waiting for Data-Out, by ITT. */
@@ -164,8 +166,10 @@ struct iscsi_tx *iscsi_tx_alloc(struct iscsi_conn *c);
 void iscsi_tx_queue(struct iscsi_conn *c, struct iscsi_tx *tx);
 void iscsi_tx_free(struct iscsi_conn *c, struct iscsi_tx *tx);
 void iscsi_tx_pool_drain(struct iscsi_conn *c);
-/* Pause or resume reading from the initiator according to the queued output. */
-void iscsi_conn_check_backpressure(struct iscsi_conn *c);
+/* Whether this connection holds too much unsent output to take more commands. */
+bool iscsi_conn_over_high(const struct iscsi_conn *c);
+/* Pause or resume reading according to the queued output; true when it just resumed. */
+bool iscsi_conn_check_backpressure(struct iscsi_conn *c);
 void iscsi_tx_seal(struct iscsi_conn *c, struct iscsi_tx *tx);
 void iscsi_send_reject(struct iscsi_conn *c, const uint8_t *bhs, uint8_t reason);
 void iscsi_fill_sn(struct iscsi_conn *c, uint8_t *bhs, bool advance_stat);

@@ -372,8 +372,12 @@ int iscsi_scsi_cmd(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data
 	if (c->collect_bytes + bufsz > ISCSI_COLLECT_MAX ||
 	    c->tasks_collecting >= ISCSI_COLLECTING_MAX) {
 		/* Too much write data held for this initiator: it retries when some completes. */
-		log_warn("%s: %llu bytes of write data already being collected: TASK SET FULL",
-			 c->peer, (unsigned long long)c->collect_bytes);
+		if (c->refused_full++ % 1024 == 0)
+			log_warn("%s: %s: TASK SET FULL (%llu refused on this connection)", c->peer,
+				 c->tasks_collecting >= ISCSI_COLLECTING_MAX
+					 ? "too many writes waiting for data"
+					 : "too much write data being collected",
+				 (unsigned long long)c->refused_full);
 		task_fail(c, t, SR_TASK_SET_FULL);
 		return 0;
 	}

@@ -180,6 +180,8 @@ int iscsi_conn_flush(struct iscsi_conn *c)
 			return -errno;
 		}
 		size_t left = (size_t)w;
+		if (w > 0 && c->rx_paused)
+			c->last_rx_ns = tdm_now_ns(); /* it reads our output: alive */
 		while (left > 0 && c->tx_head) {
 			struct iscsi_tx *tx = c->tx_head;
 			uint32_t total = tx->hdr_len + tx->data_len + tx->trailer_len;
@@ -205,14 +207,32 @@ int iscsi_conn_flush(struct iscsi_conn *c)
 	return 0;
 }
 
-void iscsi_conn_check_backpressure(struct iscsi_conn *c)
+bool iscsi_conn_over_high(const struct iscsi_conn *c)
 {
 	/* Tasks still collecting data need reads to finish: only answered ones count here. */
 	uint32_t answered = c->tasks_active - c->tasks_collecting;
-	bool high = c->tx_queued_bytes > ISCSI_TX_QUEUE_HIGH || answered > ISCSI_TASKS_HIGH;
-	bool low = c->tx_queued_bytes < ISCSI_TX_QUEUE_LOW && answered < ISCSI_TASKS_HIGH / 2;
-	if (!c->rx_paused && high)
+	return c->tx_queued_bytes > ISCSI_TX_QUEUE_HIGH || answered > ISCSI_TASKS_HIGH;
+}
+
+static bool conn_below_low(const struct iscsi_conn *c)
+{
+	uint32_t answered = c->tasks_active - c->tasks_collecting;
+	return c->tx_queued_bytes < ISCSI_TX_QUEUE_LOW && answered < ISCSI_TASKS_HIGH / 2;
+}
+
+bool iscsi_conn_check_backpressure(struct iscsi_conn *c)
+{
+	/*
+	 * Paused only with output still queued: the flush that left it queued asked for
+	 * EPOLLOUT, and that event is what resumes the connection.
+	 */
+	if (!c->rx_paused && iscsi_conn_over_high(c) && c->tx_head) {
 		iscsi_worker_pause_rx(c->worker, c, true);
-	else if (c->rx_paused && low)
+		return false;
+	}
+	if (c->rx_paused && conn_below_low(c)) {
 		iscsi_worker_pause_rx(c->worker, c, false);
+		return true;
+	}
+	return false;
 }

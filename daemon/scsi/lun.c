@@ -220,6 +220,22 @@ int scsi_lun_set_physical_block_size(struct scsi_lun *lun, uint32_t bytes)
 }
 
 /*
+ * The size is stored before the attention is raised, so a nexus that sees the attention
+ * and asks READ CAPACITY gets the new size (the UA generation bump is a release).
+ */
+int scsi_lun_grow(struct scsi_lun *lun, uint64_t num_blocks)
+{
+        uint64_t now = atomic_load(&lun->num_blocks);
+        if (num_blocks < now)
+                return -EINVAL;
+        if (num_blocks == now)
+                return 0;
+        atomic_store(&lun->num_blocks, num_blocks);
+        scsi_lun_raise_ua(lun, SCSI_UA_CAPACITY_CHANGED, 0);
+        return 0;
+}
+
+/*
  * The exponent is the configured one (physical_block_size), 0 by default although a file
  * on a 4 KiB filesystem has 4 KiB blocks: libiscsi 1.19's GetLBAStatus.UnmapSingle asks
  * GET LBA STATUS about LBA i + 1 and wants the first descriptor to start at i + LBPPB,

@@ -44,8 +44,13 @@ enum scsi_reason scsi_ua_take(struct scsi_nexus *nx, struct scsi_lun *lun)
                 if (gen == nx->ua_seen[lun->id][k])
                         continue;
                 nx->ua_seen[lun->id][k] = gen;
-                /* The nexus that caused a change knows about it: no attention for it. */
-                if (atomic_load_explicit(&lun->ua_origin[k], memory_order_relaxed) != nx->id)
+                /*
+                 * The nexus that caused a change knows about it: no attention for it. Origin
+                 * 0 is no nexus (the admin plane, a LUN reset): everyone gets it, even a
+                 * nexus whose id was never set.
+                 */
+                uint64_t origin = atomic_load_explicit(&lun->ua_origin[k], memory_order_relaxed);
+                if (origin == 0 || origin != nx->id)
                         return ua_reason[k];
         }
         if (nx->target) {
@@ -66,6 +71,7 @@ void scsi_ua_clear_luns_changed(struct scsi_nexus *nx)
                     atomic_load_explicit(&nx->target->luns_gen, memory_order_acquire);
 }
 
+/* origin_nexus: the nexus whose command caused the change, 0 when none did. */
 void scsi_lun_raise_ua(struct scsi_lun *lun, enum scsi_ua_kind kind, uint64_t origin_nexus)
 {
         if ((unsigned)kind >= SCSI_UA_KINDS)

@@ -51,5 +51,12 @@ int bs_lba_status(struct bs_dev *bs, uint64_t off, uint64_t max_len, bool *mappe
 		  uint64_t *run_len);
 /* Re-read the size (after the admin grew the file or LV). */
 int bs_refresh_size(struct bs_dev *bs);
+/* The size the file or device has now, as the kernel reports it; bs->size is left alone. */
+int bs_probe_size(struct bs_dev *bs, uint64_t *size);
+/*
+ * Regular files only (-ENOTTY on a block device): sets the file's length with ftruncate
+ * (growing keeps it sparse) and bs->size. Used to grow a LUN and to undo that growth.
+ */
+int bs_set_file_size(struct bs_dev *bs, uint64_t size);
 
 #endif

@@ -131,6 +131,13 @@ int tdm_config_add_lun(struct tdm_config *cfg, const char *iqn, const struct tdm
                        char *err, size_t errlen);
 int tdm_config_del_lun(struct tdm_config *cfg, const char *iqn, uint64_t lun, char *err,
                        size_t errlen);
+/*
+ * The size of an existing LUN (lun resize): a multiple of its block size; 0 means "the
+ * existing file's or device's size" and is the only size a read-only LUN may have. The
+ * caller decides whether the change is a growth.
+ */
+int tdm_config_set_lun_size(struct tdm_config *cfg, const char *iqn, uint64_t lun, uint64_t size,
+                            char *err, size_t errlen);
 int tdm_config_add_acl(struct tdm_config *cfg, const char *iqn, const char *initiator, char *err,
                        size_t errlen);
 int tdm_config_del_acl(struct tdm_config *cfg, const char *iqn, const char *initiator, char *err,

@@ -57,6 +57,20 @@ int tdm_registry_target_add(const char *iqn, char *err, size_t errlen);
 int tdm_registry_target_del(const char *iqn, char *err, size_t errlen);
 int tdm_registry_lun_add(const char *iqn, const struct tdm_lun_cfg *lun, char *err, size_t errlen);
 int tdm_registry_lun_del(const char *iqn, uint64_t lun, char *err, size_t errlen);
+/*
+ * lun_resize grows a LUN while initiators use it. On a file, size is the new size in bytes
+ * (a multiple of the block size, at least the LUN's and the file's size now); the file is
+ * extended sparsely. On a block device, size 0 re-reads the device's size (after lvextend);
+ * a nonzero size must equal it (tandem cannot resize a device). Shrinking is refused. The
+ * config's size is saved first (a device LUN whose config has no size keeps none), then
+ * the LUN takes the new size and every session gets UNIT ATTENTION CAPACITY DATA HAS
+ * CHANGED. The same size again succeeds and changes nothing. *old_size / *new_size
+ * (either may be NULL) receive the LUN's size in bytes before and after.
+ * At start (init, lun_add) a LUN always exposes its whole file or device, so one that grew
+ * while tandemd was down comes up with its real size; a configured size is a minimum.
+ */
+int tdm_registry_lun_resize(const char *iqn, uint64_t lun, uint64_t size, uint64_t *old_size,
+                            uint64_t *new_size, char *err, size_t errlen);
 int tdm_registry_acl_add(const char *iqn, const char *initiator, char *err, size_t errlen);
 int tdm_registry_acl_del(const char *iqn, const char *initiator, char *err, size_t errlen);
 int tdm_registry_chap_set(const char *iqn /* NULL = discovery */, const struct tdm_chap_cfg *chap,

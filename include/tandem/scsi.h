@@ -263,6 +263,14 @@ int scsi_lun_attach_atomic_journal(struct scsi_lun *lun, const char *path);
  * before the LUN serves commands; 0 or -EINVAL.
  */
 int scsi_lun_set_physical_block_size(struct scsi_lun *lun, uint32_t bytes);
+/*
+ * Online growth: the LUN now has num_blocks blocks (the backing store must already hold
+ * them). Range checks and READ CAPACITY see the new size at once, and every I_T nexus gets
+ * UNIT ATTENTION CAPACITY DATA HAS CHANGED on its next command (the admin plane is no
+ * nexus, so nobody is spared). The same size again changes nothing and raises nothing;
+ * fewer blocks than now: -EINVAL (a shrink would cut off initiators' data). 0 or -EINVAL.
+ */
+int scsi_lun_grow(struct scsi_lun *lun, uint64_t num_blocks);
 
 struct scsi_target *scsi_target_create(const char *iqn);
 void scsi_target_get(struct scsi_target *t);

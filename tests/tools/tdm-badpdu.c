@@ -132,6 +132,7 @@ struct ctx {
         unsigned cycles;
         pid_t target_pid; /* 0: unknown, memory figures are not checked */
         uint32_t pattern_seed;
+        uint8_t *pattern; /* PATTERN_BYTES, what the read cases wrote at PATTERN_BASE */
         bool pattern_written;
         struct conn healthy;
         bool healthy_up;
@@ -2465,12 +2466,12 @@ static int write_flood_case(struct ctx *c, char *detail, unsigned n, uint16_t bl
         return res;
 }
 
-/* Immediate WRITEs of 32 MiB (the most one command may carry), none of them given data. */
+/* Immediate WRITEs of 16 MiB (tandem's MAXIMUM TRANSFER LENGTH), none of them given data. */
 static int case_collect_flood(struct ctx *c, char *detail)
 {
         if (block_size_known(c, detail) != 0)
                 return 0;
-        uint32_t blocks = (32u << 20) / c->block_size;
+        uint32_t blocks = (16u << 20) / c->block_size;
         if (blocks > 0xffff)
                 blocks = 0xffff; /* WRITE(10) */
         unsigned fit = COLLECT_BYTES_MAX / (blocks * c->block_size);
@@ -2484,42 +2485,25 @@ static int case_collect_flood_tasks(struct ctx *c, char *detail)
         return write_flood_case(c, detail, 2000, 1, COLLECT_TASKS_MAX, TMF_LUN_RESET);
 }
 
-/* 64-bit word word_index of the read cases' known pattern (LUN byte offset / 8). */
-static uint64_t pattern_word(const struct ctx *c, uint64_t word_index)
+/* The read cases' known pattern: random bytes, a fresh seed per run. */
+static void pattern_fill(const struct ctx *c, uint8_t *buf, uint32_t len)
 {
-        uint64_t x = word_index * 0x9e3779b97f4a7c15ull ^ c->pattern_seed;
-        x ^= x >> 31;
-        x *= 0xbf58476d1ce4e5b9ull;
-        x ^= x >> 29;
-        return x;
-}
-
-static void pattern_fill(const struct ctx *c, uint8_t *buf, uint64_t off, uint32_t len)
-{
+        uint64_t x = c->pattern_seed | 1;
         for (uint32_t i = 0; i < len; i++) {
-                uint64_t o = off + i;
-                buf[i] = (uint8_t)(pattern_word(c, o / 8) >> (8 * (o % 8)));
+                /* xorshift64 */
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                buf[i] = (uint8_t)(x >> 24);
         }
 }
 
-/* True when buf holds the pattern of LUN bytes [off, off + len). */
+/* True when buf holds the pattern's LUN bytes [off, off + len). */
 static bool pattern_matches(const struct ctx *c, const uint8_t *buf, uint64_t off, uint32_t len)
 {
-        uint32_t i = 0;
-        for (; i < len && (off + i) % 8; i++)
-                if (buf[i] != (uint8_t)(pattern_word(c, (off + i) / 8) >> (8 * ((off + i) % 8))))
-                        return false;
-        for (; i + 8 <= len; i += 8) {
-                uint64_t want = pattern_word(c, (off + i) / 8), got = 0;
-                for (int k = 0; k < 8; k++)
-                        got |= (uint64_t)buf[i + k] << (8 * k);
-                if (got != want)
-                        return false;
-        }
-        for (; i < len; i++)
-                if (buf[i] != (uint8_t)(pattern_word(c, (off + i) / 8) >> (8 * ((off + i) % 8))))
-                        return false;
-        return true;
+        return off >= PATTERN_BASE && off - PATTERN_BASE <= PATTERN_BYTES &&
+               len <= PATTERN_BYTES - (off - PATTERN_BASE) &&
+               memcmp(buf, c->pattern + (off - PATTERN_BASE), len) == 0;
 }
 
 /* Write the known pattern over [PATTERN_BASE, + PATTERN_BYTES) once per run. */
@@ -2535,18 +2519,15 @@ static int pattern_region_ready(struct ctx *c, char *detail)
         struct conn cn;
         char why[256] = "";
         const uint32_t chunk = 1u << 20;
-        uint8_t *buf = malloc(chunk);
-        if (buf == NULL || session(c, &cn, false, detail) != 0) {
-                free(buf);
+        if (c->pattern == NULL && (c->pattern = malloc(PATTERN_BYTES)) == NULL)
+                return -ENOMEM;
+        pattern_fill(c, c->pattern, PATTERN_BYTES);
+        if (session(c, &cn, false, detail) != 0)
                 return -EIO;
-        }
         int ok = 1;
-        for (uint64_t off = 0; ok && off < PATTERN_BYTES; off += chunk) {
-                pattern_fill(c, buf, PATTERN_BASE + off, chunk);
-                ok = write_ok(&cn, c, (uint32_t)((PATTERN_BASE + off) / c->block_size), buf, chunk,
-                              why, sizeof(why));
-        }
-        free(buf);
+        for (uint32_t off = 0; ok && off < PATTERN_BYTES; off += chunk)
+                ok = write_ok(&cn, c, (uint32_t)((PATTERN_BASE + off) / c->block_size),
+                              c->pattern + off, chunk, why, sizeof(why));
         logout(&cn);
         conn_close(&cn);
         if (!ok) {
@@ -3060,5 +3041,6 @@ int main(int argc, char **argv)
         }
         if (c.healthy_up)
                 logout(&c.healthy);
+        free(c.pattern);
         return failures ? 1 : 0;
 }

@@ -88,6 +88,27 @@ START_TEST(test_ctl_parse_ok)
         ck_assert_uint_eq(c.req.lun_add->block_size, 4096);
         ck_assert_uint_eq(c.req.lun_add->physical_block_size, 65536);
 
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "lun", "resize", IQN1, "3", "20G", NULL), 0);
+        ck_assert_int_eq(c.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_LUN_RESIZE);
+        ck_assert_str_eq(c.req.lun_resize->iqn, IQN1);
+        ck_assert_uint_eq(c.req.lun_resize->lun, 3);
+        ck_assert_uint_eq(c.req.lun_resize->size, 20ull << 30);
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "lun", "resize", IQN1, "7", NULL), 0);
+        ck_assert_uint_eq(c.req.lun_resize->lun, 7);
+        ck_assert_uint_eq(c.req.lun_resize->size, 0); /* block device: re-read its size */
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "lun", "resize", "--help", NULL), 0);
+        ck_assert(c.help);
+        ck_assert_str_eq(c.topic, "lun");
+        char *usage = NULL;
+        size_t usage_len = 0;
+        FILE *uf = open_memstream(&usage, &usage_len);
+        admin_ctl_usage(uf, "lun");
+        fclose(uf);
+        ck_assert_ptr_nonnull(strstr(usage, "  lun resize IQN LUN [SIZE]"));
+        ck_assert_ptr_nonnull(strstr(usage, "Shrinking is refused"));
+        ck_assert_ptr_null(strstr(usage, "chap set"));
+        free(usage);
+
         ck_assert_int_eq(parse(&c, err, sizeof(err), "acl", "add", IQN1, "ALL", NULL), 0);
         ck_assert_int_eq(c.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_ACL_ADD);
         ck_assert_str_eq(c.req.acl_add->initiator, "ALL");
@@ -178,6 +199,17 @@ static const struct {
      "lun add: --readonly and --size do not go together"},
     {{"target", "add", IQN1, "--readonly"}, "target add: --readonly does not apply here"},
     {{"lun", "del", IQN1, "07x"}, "lun: must be 0..255, got \"07x\""},
+    {{"lun"}, "lun: missing add|del|resize"},
+    {{"lun", "grow", IQN1, "0", "1G"}, "lun: unknown subcommand \"grow\" (add|del|resize)"},
+    {{"lun", "resize", IQN1}, "lun resize: missing IQN LUN"},
+    {{"lun", "resize", IQN1, "0", "1G", "x"}, "lun resize: unexpected argument \"x\""},
+    {{"lun", "resize", IQN1, "0", "ten"},
+     "size: must be a positive number of bytes with an optional unit"},
+    {{"lun", "resize", IQN1, "0", "0"}, "size: must be a positive number"},
+    {{"lun", "resize", IQN1, "0", "99999999P"}, "size: too large, got \"99999999P\""},
+    {{"lun", "resize", IQN1, "0", "--size", "1G"}, "lun resize: --size does not apply here"},
+    {{"lun", "resize", IQN1, "256", "1G"}, "lun: must be 0..255, got \"256\""},
+    {{"lun", "resize", "disk1", "0", "1G"}, "iqn: \"disk1\" is not an iSCSI name"},
     {{"acl", "add", IQN1, "bob"}, "initiator: \"bob\" is neither ALL nor an iSCSI name"},
     {{"acl", "add", IQN1}, "acl add: missing IQN INITIATOR_IQN"},
     {{"chap", "set", IQN1, "alice", "short"}, "secret: must be 12..255 printable characters"},
@@ -487,6 +519,111 @@ START_TEST(test_ipc_admin_round_trip)
 }
 END_TEST
 
+/* lun resize through tandemctl's parser and the IPC: grows live, persists, refuses shrinking. */
+START_TEST(test_ipc_lun_resize)
+{
+        struct admin_ctl c;
+        char img[PATH_MAX + 16], err[512];
+        snprintf(img, sizeof(img), "%s/grow.img", dir);
+        expect_ok(&c, ctl_call(&c, "target", "add", IQN1, NULL));
+        expect_ok(&c, ctl_call(&c, "lun", "add", IQN1, "0", img, "--size", "4M", "--thin", NULL));
+
+        Tandem__Admin__AdminResponse *r = ctl_call(&c, "lun", "resize", IQN1, "0", "8M", NULL);
+        ck_assert_msg(r->ok, "%s", r->error);
+        ck_assert_ptr_nonnull(r->lun_resized);
+        ck_assert_uint_eq(r->lun_resized->old_size, 4u << 20);
+        ck_assert_uint_eq(r->lun_resized->new_size, 8u << 20);
+        char *text = print_to_string(&c, r);
+        ck_assert_str_eq(text, "LUN 0 of " IQN1 " resized from 4.0 MiB to 8.0 MiB (8388608 bytes); "
+                               "initiators are told the capacity changed\n");
+        free(text);
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+        struct scsi_target *t = tdm_registry_get_target(IQN1);
+        struct scsi_lun *lun = scsi_target_get_lun(t, 0);
+        ck_assert_uint_eq(atomic_load(&lun->num_blocks), 16384);
+        scsi_lun_put(lun);
+        scsi_target_put(t);
+        struct tdm_config saved;
+        ck_assert_int_eq(tdm_config_load(conf, &saved, err, sizeof(err)), 0);
+        ck_assert_uint_eq(saved.targets[0].luns[0].size, 8u << 20);
+        tdm_config_free(&saved);
+
+        /* status: live and configured size both the new one. */
+        r = ctl_call(&c, "status", "--json", NULL);
+        text = print_to_string(&c, r);
+        json_object *o = json_tokener_parse(text), *v, *targets, *luns;
+        ck_assert(json_object_object_get_ex(o, "targets", &targets));
+        ck_assert(json_object_object_get_ex(json_object_array_get_idx(targets, 0), "luns", &luns));
+        json_object *l0 = json_object_array_get_idx(luns, 0);
+        ck_assert(json_object_object_get_ex(l0, "size", &v));
+        ck_assert_uint_eq(json_object_get_uint64(v), 8u << 20);
+        ck_assert(json_object_object_get_ex(l0, "configured_size", &v));
+        ck_assert_uint_eq(json_object_get_uint64(v), 8u << 20);
+        json_object_put(o);
+        free(text);
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+
+        /* The same size again, in JSON: ok, unchanged. */
+        r = ctl_call(&c, "--json", "lun", "resize", IQN1, "0", "8M", NULL);
+        ck_assert(r->ok);
+        text = print_to_string(&c, r);
+        o = json_tokener_parse(text);
+        ck_assert(json_object_object_get_ex(o, "changed", &v));
+        ck_assert(!json_object_get_boolean(v));
+        ck_assert(json_object_object_get_ex(o, "new_size", &v));
+        ck_assert_uint_eq(json_object_get_uint64(v), 8u << 20);
+        json_object_put(o);
+        free(text);
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+
+        /* Refusals name the field; tandemctl prints nothing and exits 1 on them. */
+        r = ctl_call(&c, "lun", "resize", IQN1, "0", "2M", NULL);
+        ck_assert(!r->ok);
+        ck_assert_int_eq(r->errno_value, EINVAL);
+        ck_assert_int_eq(strncmp(r->error,
+                                 "size: 2097152 bytes is less than the LUN has (8388608): "
+                                 "shrinking is refused",
+                                 75),
+                         0);
+        ck_assert_ptr_null(r->lun_resized);
+        ck_assert_int_eq(admin_ctl_print(stdout, &c, r), -EIO);
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+        r = ctl_call(&c, "lun", "resize", IQN1, "0", "8389000", NULL);
+        ck_assert(!r->ok);
+        ck_assert_str_eq(r->error, "size: must be a multiple of the block size (512), got 8389000");
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+        r = ctl_call(&c, "lun", "resize", IQN1, "0", NULL);
+        ck_assert(!r->ok);
+        ck_assert_int_eq(strncmp(r->error, "size: missing: a LUN on a file needs the new size", 49),
+                         0);
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+        r = ctl_call(&c, "lun", "resize", IQN1, "5", "8M", NULL);
+        ck_assert(!r->ok);
+        ck_assert_int_eq(r->errno_value, ENOENT);
+        ck_assert_str_eq(r->error, "lun: no LUN 5 in " IQN1);
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+
+        /* A request built by hand that the CLI would refuse: the daemon checks too. */
+        Tandem__Admin__AdminRequest q = TANDEM__ADMIN__ADMIN_REQUEST__INIT;
+        Tandem__Admin__LunResize lr = TANDEM__ADMIN__LUN_RESIZE__INIT;
+        q.op_case = TANDEM__ADMIN__ADMIN_REQUEST__OP_LUN_RESIZE;
+        q.lun_resize = &lr;
+        lr.lun = 0;
+        lr.size = 16u << 20;
+        ck_assert_int_eq(admin_client_call(instance, &q, &r, err, sizeof(err)), 0);
+        ck_assert_str_eq(r->error, "iqn: missing (required)");
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+        lr.iqn = IQN1;
+        lr.lun = 300;
+        ck_assert_int_eq(admin_client_call(instance, &q, &r, err, sizeof(err)), 0);
+        ck_assert_str_eq(r->error, "lun: must be 0..255, got 300");
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+        ck_assert_int_eq(tdm_config_load(conf, &saved, err, sizeof(err)), 0);
+        ck_assert_uint_eq(saved.targets[0].luns[0].size, 8u << 20);
+        tdm_config_free(&saved);
+}
+END_TEST
+
 START_TEST(test_ipc_errors_name_the_field)
 {
         struct admin_ctl c;
@@ -666,6 +803,7 @@ static Suite *admin_suite(void)
         tcase_set_timeout(ipc, 60);
         tcase_add_test(ipc, test_ipc_admin_round_trip);
         tcase_add_test(ipc, test_ipc_errors_name_the_field);
+        tcase_add_test(ipc, test_ipc_lun_resize);
         tcase_add_test(ipc, test_ipc_not_running);
         tcase_add_test(ipc, test_ipc_refuses_non_root);
         tcase_add_test(ipc, test_dispatch_garbage);

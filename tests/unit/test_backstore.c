@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tandem/backstore.h"
@@ -85,6 +86,46 @@ START_TEST(write_zeroes_clears)
 	ck_assert_int_eq(bs_read(bs, w, sizeof(w), 4096), 0);
 	for (size_t i = 0; i < sizeof(w); i++)
 		ck_assert_uint_eq(w[i], 0);
+	bs_close(bs);
+}
+END_TEST
+
+/* lun resize: a file grows sparsely and can shrink back; the probe reads the file as it is. */
+START_TEST(set_file_size_grows_sparsely)
+{
+	struct bs_dev *bs = open_sparse(1 << 20);
+	uint64_t now = 0;
+	ck_assert_int_eq(bs_set_file_size(bs, 8 << 20), 0);
+	ck_assert_uint_eq(bs->size, 8 << 20);
+	ck_assert_int_eq(bs_probe_size(bs, &now), 0);
+	ck_assert_uint_eq(now, 8 << 20);
+	struct stat st;
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_int_eq(st.st_size, 8 << 20);
+	ck_assert_int_lt(st.st_blocks, 16);
+	uint8_t w[512], r[512];
+	memset(w, 0x77, sizeof(w));
+	ck_assert_int_eq(bs_write(bs, w, sizeof(w), (8 << 20) - 512), 0);
+	ck_assert_int_eq(bs_read(bs, r, sizeof(r), (8 << 20) - 512), 0);
+	ck_assert_mem_eq(r, w, sizeof(r));
+	/* Grown by someone else: the probe sees it, bs->size waits for a refresh. */
+	ck_assert_int_eq(truncate(path, 9 << 20), 0);
+	ck_assert_int_eq(bs_probe_size(bs, &now), 0);
+	ck_assert_uint_eq(now, 9 << 20);
+	ck_assert_uint_eq(bs->size, 8 << 20);
+	ck_assert_int_eq(bs_refresh_size(bs), 0);
+	ck_assert_uint_eq(bs->size, 9 << 20);
+	ck_assert_int_eq(bs_set_file_size(bs, 1 << 20), 0); /* undoing a growth */
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_int_eq(st.st_size, 1 << 20);
+	ck_assert_int_eq(bs_set_file_size(bs, UINT64_MAX), -EFBIG);
+	ck_assert_uint_eq(bs->size, 1 << 20);
+	bs_close(bs);
+	/* A read-only store cannot be resized. */
+	struct bs_open_opts ro = {.read_only = true};
+	ck_assert_int_eq(bs_open(path, &ro, &bs), 0);
+	ck_assert_int_lt(bs_set_file_size(bs, 2 << 20), 0);
+	ck_assert_uint_eq(bs->size, 1 << 20);
 	bs_close(bs);
 }
 END_TEST
@@ -176,6 +217,7 @@ int main(void)
 	tcase_add_test(tc, write_read_unmap);
 	tcase_add_test(tc, write_zeroes_clears);
 	tcase_add_test(tc, open_missing_must_exist_fails);
+	tcase_add_test(tc, set_file_size_grows_sparsely);
 	tcase_add_test(tc, concurrent_flushes_share_fdatasync);
 	tcase_add_test(tc, direct_io_accepts_unaligned_buffers);
 	suite_add_tcase(s, tc);

@@ -806,6 +806,60 @@ START_TEST(test_edits)
 }
 END_TEST
 
+/* lun resize edits the size of an existing LUN; the saved file carries it. */
+START_TEST(test_set_lun_size)
+{
+        struct tdm_config c, back;
+        char err[512] = "";
+        tdm_config_defaults(&c);
+        ck_assert_int_eq(tdm_config_add_target(&c, IQN1, err, sizeof(err)), 0);
+        struct tdm_lun_cfg l;
+        tdm_lun_defaults(&l);
+        l.lun = 3;
+        l.block_size = 4096;
+        l.size = 64 << 20;
+        strcpy(l.path, "/srv/grow.img");
+        ck_assert_int_eq(tdm_config_add_lun(&c, IQN1, &l, err, sizeof(err)), 0);
+        l.lun = 4;
+        l.block_size = 512;
+        l.size = 0;
+        l.readonly = true;
+        l.naa[0] = l.serial[0] = '\0';
+        strcpy(l.path, "/srv/golden.img");
+        ck_assert_int_eq(tdm_config_add_lun(&c, IQN1, &l, err, sizeof(err)), 0);
+
+        ck_assert_int_eq(tdm_config_set_lun_size(&c, IQN1, 3, 128ull << 20, err, sizeof(err)), 0);
+        ck_assert_uint_eq(tdm_config_find_lun(tdm_config_find_target(&c, IQN1), 3)->size,
+                          128ull << 20);
+        /* Errors name the field and leave the size as it was. */
+        ck_assert_int_eq(
+            tdm_config_set_lun_size(&c, IQN1, 3, (128ull << 20) + 512, err, sizeof(err)), -EINVAL);
+        ck_assert_str_eq(err, "size: must be a multiple of the block size (4096), got 134218240");
+        ck_assert_int_eq(tdm_config_set_lun_size(&c, IQN1, 9, 1 << 20, err, sizeof(err)), -ENOENT);
+        ck_assert_str_eq(err, "lun: no LUN 9 in " IQN1);
+        ck_assert_int_eq(tdm_config_set_lun_size(&c, IQN2, 3, 1 << 20, err, sizeof(err)), -ENOENT);
+        ck_assert_str_eq(err, "iqn: no target \"" IQN2 "\"");
+        ck_assert_int_eq(tdm_config_set_lun_size(&c, IQN1, 4, 1 << 20, err, sizeof(err)), -EINVAL);
+        ck_assert_int_eq(strncmp(err, "size: a read-only LUN cannot create or grow", 43), 0);
+        ck_assert_int_eq(tdm_config_set_lun_size(&c, IQN1, 4, 0, err, sizeof(err)), 0);
+        ck_assert_uint_eq(tdm_config_find_lun(tdm_config_find_target(&c, IQN1), 3)->size,
+                          128ull << 20);
+        ck_assert_int_eq(tdm_config_validate(&c, err, sizeof(err)), 0);
+
+        char *d = make_tmpdir(), path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/tandem.conf", d);
+        ck_assert_int_eq(tdm_config_save(path, &c, err, sizeof(err)), 0);
+        ck_assert_msg(tdm_config_load(path, &back, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_uint_eq(tdm_config_find_lun(tdm_config_find_target(&back, IQN1), 3)->size,
+                          128ull << 20);
+        ck_assert_uint_eq(tdm_config_find_lun(tdm_config_find_target(&back, IQN1), 4)->size, 0);
+        tdm_config_free(&back);
+        tdm_config_free(&c);
+        rm_tree(d);
+        free(d);
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
         Suite *s = suite_create("config");
@@ -824,6 +878,7 @@ static Suite *config_suite(void)
         tcase_add_test(tc, test_identity_generation);
         tcase_add_test(tc, test_parse_size);
         tcase_add_test(tc, test_edits);
+        tcase_add_test(tc, test_set_lun_size);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/loop.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -49,9 +51,20 @@ static void setup(void)
         snprintf(conf, sizeof(conf), "%s/tandem.conf", dir);
 }
 
+/* A loop device a test attached (detached here if the test stopped half-way). */
+static char loop_dev[64];
+
 static void teardown(void)
 {
         tdm_registry_fini();
+        if (loop_dev[0]) {
+                int fd = open(loop_dev, O_RDWR | O_CLOEXEC);
+                if (fd >= 0) {
+                        ioctl(fd, LOOP_CLR_FD, 0);
+                        close(fd);
+                }
+                loop_dev[0] = '\0';
+        }
         rm_tree(dir);
 }
 
@@ -489,6 +502,345 @@ START_TEST(test_lun_del_live)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- lun resize */
+
+/* TEST UNIT READY on LUN id through a nexus: 0 for GOOD, else sense key/ASC/ASCQ as 0xKKAAQQ. */
+static unsigned tur_on(struct scsi_nexus *nx, uint64_t id)
+{
+        struct scsi_task t;
+        memset(&t, 0, sizeof(t));
+        t.cdb_len = 6;
+        t.nexus = nx;
+        t.target = nx->target;
+        t.lun_id = id;
+        t.lun = scsi_target_get_lun(nx->target, id);
+        scsi_task_execute(&t);
+        scsi_lun_put(t.lun);
+        unsigned r = t.status == SCSI_STATUS_GOOD
+                         ? 0
+                         : (unsigned)(t.sense[2] & 0x0f) << 16 | t.sense[12] << 8 | t.sense[13];
+        scsi_task_release(&t);
+        return r;
+}
+
+static uint64_t saved_size(uint64_t id)
+{
+        struct tdm_config c;
+        reload(&c);
+        uint64_t size = tdm_config_find_lun(tdm_config_find_target(&c, IQN1), id)->size;
+        tdm_config_free(&c);
+        return size;
+}
+
+static void make_file(const char *path, off_t size)
+{
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(ftruncate(fd, size), 0);
+        close(fd);
+}
+
+static off_t file_size(const char *path)
+{
+        struct stat st;
+        ck_assert_int_eq(stat(path, &st), 0);
+        return st.st_size;
+}
+
+/*
+ * A file LUN grows live: the file (still sparse), the LUN's size, the saved config, and one
+ * CAPACITY DATA HAS CHANGED for a session that was logged in; blocks past the old end work.
+ */
+START_TEST(test_lun_resize_file)
+{
+        char err[512] = "";
+        start_registry();
+        const char *img = file_in_dir("lun0.img");
+        struct scsi_target *t = tdm_registry_get_target(IQN1);
+        struct scsi_nexus nx;
+        scsi_nexus_init(&nx, t, INI1);
+        ck_assert_uint_eq(tur_on(&nx, 0), 0x062900); /* POWER ON RESET first */
+        ck_assert_uint_eq(tur_on(&nx, 0), 0);
+
+        uint64_t before = 1, after = 1;
+        ck_assert_msg(
+            tdm_registry_lun_resize(IQN1, 0, 3 << 20, &before, &after, err, sizeof(err)) == 0, "%s",
+            err);
+        ck_assert_uint_eq(before, 1 << 20);
+        ck_assert_uint_eq(after, 3 << 20);
+        struct scsi_lun *lun = live_lun(IQN1, 0);
+        ck_assert_uint_eq(atomic_load(&lun->num_blocks), 6144);
+        ck_assert_uint_eq(lun->bs->size, 3 << 20);
+        ck_assert_int_eq(file_size(img), 3 << 20);
+        struct stat st;
+        ck_assert_int_eq(stat(img, &st), 0);
+        ck_assert_int_lt(st.st_blocks, 64); /* grown sparsely */
+        ck_assert_uint_eq(saved_size(0), 3 << 20);
+        ck_assert_uint_eq(tur_on(&nx, 0), 0x062a09);
+        ck_assert_uint_eq(tur_on(&nx, 0), 0);
+        /* The last block, far past the old end, takes data that lands in the file. */
+        uint8_t w[512], r[512];
+        memset(w, 0x5a, sizeof(w));
+        ck_assert_int_eq(bs_write(lun->bs, w, sizeof(w), (3 << 20) - 512), 0);
+        FILE *f = fopen(img, "r");
+        ck_assert_int_eq(fseek(f, (3 << 20) - 512, SEEK_SET), 0);
+        ck_assert_uint_eq(fread(r, 1, sizeof(r), f), sizeof(r));
+        fclose(f);
+        ck_assert_mem_eq(r, w, sizeof(r));
+
+        /* The same size again: fine, and nobody is told anything. */
+        unsigned gen = atomic_load(&lun->ua_gen[SCSI_UA_CAPACITY_CHANGED]);
+        ck_assert_int_eq(
+            tdm_registry_lun_resize(IQN1, 0, 3 << 20, &before, &after, err, sizeof(err)), 0);
+        ck_assert_uint_eq(before, 3 << 20);
+        ck_assert_uint_eq(after, 3 << 20);
+        ck_assert_uint_eq(atomic_load(&lun->ua_gen[SCSI_UA_CAPACITY_CHANGED]), gen);
+        ck_assert_uint_eq(tur_on(&nx, 0), 0);
+        scsi_lun_put(lun);
+        scsi_target_put(t);
+}
+END_TEST
+
+/* Shrinking, odd sizes, no size, unknown LUNs: refused with the field named, nothing changes. */
+START_TEST(test_lun_resize_refusals)
+{
+        char err[512] = "";
+        start_registry();
+        const char *img = file_in_dir("lun0.img");
+        ck_assert_int_eq(tdm_registry_lun_resize(IQN1, 0, 2 << 20, NULL, NULL, err, sizeof(err)),
+                         0);
+        char *before = read_all(conf);
+        struct scsi_lun *lun = live_lun(IQN1, 0);
+        unsigned gen = atomic_load(&lun->ua_gen[SCSI_UA_CAPACITY_CHANGED]);
+
+        ck_assert_int_eq(tdm_registry_lun_resize(IQN1, 0, 1 << 20, NULL, NULL, err, sizeof(err)),
+                         -EINVAL);
+        ck_assert_str_eq(err, "size: 1048576 bytes is less than the LUN has (2097152): shrinking "
+                              "is refused (it would cut off the end of the filesystem or VMFS "
+                              "datastore on it)");
+        ck_assert_int_eq(
+            tdm_registry_lun_resize(IQN1, 0, (3 << 20) + 100, NULL, NULL, err, sizeof(err)),
+            -EINVAL);
+        ck_assert_str_eq(err, "size: must be a multiple of the block size (512), got 3145828");
+        ck_assert_int_eq(tdm_registry_lun_resize(IQN1, 0, 0, NULL, NULL, err, sizeof(err)),
+                         -EINVAL);
+        ck_assert_int_eq(strncmp(err, "size: missing: a LUN on a file needs the new size", 49), 0);
+        ck_assert_int_eq(tdm_registry_lun_resize(IQN1, 4, 4 << 20, NULL, NULL, err, sizeof(err)),
+                         -ENOENT);
+        ck_assert_str_eq(err, "lun: no LUN 4 in " IQN1);
+        ck_assert_int_eq(tdm_registry_lun_resize("iqn.2024-01.org.example:none", 0, 4 << 20, NULL,
+                                                 NULL, err, sizeof(err)),
+                         -ENOENT);
+        ck_assert_str_eq(err, "iqn: no target \"iqn.2024-01.org.example:none\"");
+        /* A file grown behind tandemd's back: the LUN may not end short of it. */
+        ck_assert_int_eq(truncate(img, 5 << 20), 0);
+        ck_assert_int_eq(tdm_registry_lun_resize(IQN1, 0, 4 << 20, NULL, NULL, err, sizeof(err)),
+                         -EINVAL);
+        ck_assert_msg(strstr(err, "already has 5242880 bytes: give at least that") != NULL, "%s",
+                      err);
+        ck_assert_int_eq(file_size(img), 5 << 20);
+
+        ck_assert_uint_eq(atomic_load(&lun->num_blocks), 4096);
+        ck_assert_uint_eq(atomic_load(&lun->ua_gen[SCSI_UA_CAPACITY_CHANGED]), gen);
+        char *after = read_all(conf);
+        ck_assert_str_eq(before, after);
+        free(before);
+        free(after);
+        /* Taking the whole file is fine. */
+        ck_assert_int_eq(tdm_registry_lun_resize(IQN1, 0, 5 << 20, NULL, NULL, err, sizeof(err)),
+                         0);
+        ck_assert_uint_eq(atomic_load(&lun->num_blocks), 10240);
+        scsi_lun_put(lun);
+
+        /* A read-only LUN's file is never grown. */
+        const char *golden = file_in_dir("golden.img");
+        make_file(golden, 1 << 20);
+        struct tdm_lun_cfg l;
+        tdm_lun_defaults(&l);
+        l.lun = 1;
+        l.readonly = true;
+        snprintf(l.path, sizeof(l.path), "%s", golden);
+        ck_assert_msg(tdm_registry_lun_add(IQN1, &l, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_int_eq(tdm_registry_lun_resize(IQN1, 1, 2 << 20, NULL, NULL, err, sizeof(err)),
+                         -EROFS);
+        ck_assert_str_eq(err, "size: LUN 1 is read-only: its file is never grown");
+        ck_assert_int_eq(file_size(golden), 1 << 20);
+}
+END_TEST
+
+/* The config cannot be saved: the file shrinks back, the LUN and its sessions see nothing. */
+START_TEST(test_lun_resize_save_failure_changes_nothing)
+{
+        char err[512] = "";
+        start_registry();
+        char *before = read_all(conf);
+        struct scsi_lun *lun = live_lun(IQN1, 0);
+        unsigned gen = atomic_load(&lun->ua_gen[SCSI_UA_CAPACITY_CHANGED]);
+        char moved[PATH_MAX + 8];
+        snprintf(moved, sizeof(moved), "%s.moved", dir);
+        ck_assert_int_eq(rename(dir, moved), 0);
+        int rc = tdm_registry_lun_resize(IQN1, 0, 8 << 20, NULL, NULL, err, sizeof(err));
+        ck_assert_int_eq(rename(moved, dir), 0);
+        ck_assert_int_eq(rc, -ENOENT);
+        ck_assert_msg(strstr(err, "cannot create temporary file") != NULL, "%s", err);
+        ck_assert_int_eq(file_size(file_in_dir("lun0.img")), 1 << 20);
+        ck_assert_uint_eq(lun->bs->size, 1 << 20);
+        ck_assert_uint_eq(atomic_load(&lun->num_blocks), 2048);
+        ck_assert_uint_eq(atomic_load(&lun->ua_gen[SCSI_UA_CAPACITY_CHANGED]), gen);
+        ck_assert_uint_eq(
+            tdm_config_find_lun(
+                tdm_config_find_target((struct tdm_config *)tdm_registry_config(), IQN1), 0)
+                ->size,
+            1 << 20);
+        char *after = read_all(conf);
+        ck_assert_str_eq(before, after);
+        free(before);
+        free(after);
+        /* And it works once the file can be saved again. */
+        ck_assert_msg(tdm_registry_lun_resize(IQN1, 0, 8 << 20, NULL, NULL, err, sizeof(err)) == 0,
+                      "%s", err);
+        ck_assert_uint_eq(atomic_load(&lun->num_blocks), 16384);
+        ck_assert_uint_eq(saved_size(0), 8 << 20);
+        scsi_lun_put(lun);
+}
+END_TEST
+
+/* A file that grew while tandemd was down: the LUN comes up with all of it. */
+START_TEST(test_init_exposes_grown_file)
+{
+        char err[512] = "";
+        start_registry();
+        tdm_registry_fini();
+        ck_assert_int_eq(truncate(file_in_dir("lun0.img"), 3 << 20), 0);
+        struct tdm_config c;
+        reload(&c);
+        ck_assert_msg(tdm_registry_init(&c, conf, err, sizeof(err)) == 0, "%s", err);
+        tdm_config_free(&c);
+        struct scsi_lun *lun = live_lun(IQN1, 0);
+        ck_assert_uint_eq(atomic_load(&lun->num_blocks), 6144);
+        scsi_lun_put(lun);
+        ck_assert_uint_eq(saved_size(0), 1 << 20); /* the configured minimum is kept */
+}
+END_TEST
+
+/* A loop device over a file in the test directory; "" in dev when loop devices are missing. */
+static void loop_attach(const char *file, char *dev, size_t devlen)
+{
+        dev[0] = '\0';
+        int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+        if (ctl < 0)
+                return;
+        int ffd = open(file, O_RDWR | O_CLOEXEC);
+        ck_assert_int_ge(ffd, 0);
+        for (int tries = 0; tries < 20 && !dev[0]; tries++) {
+                int n = ioctl(ctl, LOOP_CTL_GET_FREE);
+                if (n < 0)
+                        break;
+                char path[64];
+                snprintf(path, sizeof(path), "/dev/loop%d", n);
+                int lfd = open(path, O_RDWR | O_CLOEXEC);
+                if (lfd < 0)
+                        break; /* no device node (container) */
+                if (ioctl(lfd, LOOP_SET_FD, ffd) == 0)
+                        snprintf(dev, devlen, "%s", path);
+                close(lfd); /* EBUSY: someone else took it meanwhile; ask again */
+        }
+        close(ffd);
+        close(ctl);
+}
+
+static void loop_ioctl(const char *dev, unsigned long req)
+{
+        int fd = open(dev, O_RDWR | O_CLOEXEC);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(ioctl(fd, req, 0), 0);
+        close(fd);
+}
+
+/*
+ * A block device LUN re-reads its size after the device grew (losetup -c stands in for
+ * lvextend); a size must be the device's; a device that shrank is refused.
+ */
+START_TEST(test_lun_resize_block_device)
+{
+        char err[512] = "", dev[64];
+        start_registry();
+        const char *backing = file_in_dir("lv.img");
+        make_file(backing, 1 << 20);
+        loop_attach(backing, loop_dev, sizeof(loop_dev));
+        snprintf(dev, sizeof(dev), "%s", loop_dev);
+        if (!dev[0]) {
+                fprintf(stderr, "test_lun_resize_block_device: no loop device, skipped\n");
+                return;
+        }
+        struct tdm_lun_cfg l;
+        tdm_lun_defaults(&l);
+        l.lun = 2;
+        snprintf(l.path, sizeof(l.path), "%s", dev);
+        int rc = tdm_registry_lun_add(IQN1, &l, err, sizeof(err));
+        ck_assert_msg(rc == 0, "%s", err);
+        struct scsi_target *t = tdm_registry_get_target(IQN1);
+        struct scsi_nexus nx;
+        scsi_nexus_init(&nx, t, INI1);
+        ck_assert_uint_eq(tur_on(&nx, 2), 0x062900);
+        struct scsi_lun *lun = live_lun(IQN1, 2);
+        ck_assert(lun->bs->is_blockdev);
+        ck_assert_uint_eq(atomic_load(&lun->num_blocks), 2048);
+
+        /* Not grown yet: nothing happens. */
+        uint64_t before = 0, after = 0;
+        ck_assert_int_eq(tdm_registry_lun_resize(IQN1, 2, 0, &before, &after, err, sizeof(err)), 0);
+        ck_assert_uint_eq(before, 1 << 20);
+        ck_assert_uint_eq(after, 1 << 20);
+        ck_assert_uint_eq(tur_on(&nx, 2), 0);
+
+        ck_assert_int_eq(truncate(backing, 3 << 20), 0);
+        loop_ioctl(dev, LOOP_SET_CAPACITY);
+        ck_assert_int_eq(tdm_registry_lun_resize(IQN1, 2, 4 << 20, NULL, NULL, err, sizeof(err)),
+                         -EINVAL);
+        char want[512];
+        snprintf(want, sizeof(want),
+                 "size: 4194304 bytes is not the size of %s (3145728 bytes): tandem cannot "
+                 "resize a block device; grow it first (lvextend), then resize without a size",
+                 dev);
+        ck_assert_str_eq(err, want);
+        ck_assert_uint_eq(atomic_load(&lun->num_blocks), 2048);
+        ck_assert_int_eq(
+            tdm_registry_lun_resize(IQN1, 2, 3 << 20, &before, &after, err, sizeof(err)),
+            0); /* the device's own size may be given */
+        ck_assert_uint_eq(before, 1 << 20);
+        ck_assert_uint_eq(after, 3 << 20);
+        ck_assert_uint_eq(atomic_load(&lun->num_blocks), 6144);
+        ck_assert_uint_eq(lun->bs->size, 3 << 20);
+        ck_assert_uint_eq(saved_size(2), 0); /* "the device's size" stays so */
+        ck_assert_uint_eq(tur_on(&nx, 2), 0x062a09);
+        ck_assert_uint_eq(tur_on(&nx, 2), 0);
+        /* Past the old end, through the descriptor opened before the growth. */
+        uint8_t w[512], r[512];
+        memset(w, 0xc3, sizeof(w));
+        ck_assert_int_eq(bs_write(lun->bs, w, sizeof(w), (3 << 20) - 512), 0);
+        ck_assert_int_eq(bs_flush(lun->bs), 0);
+        ck_assert_int_eq(bs_read(lun->bs, r, sizeof(r), (3 << 20) - 512), 0);
+        ck_assert_mem_eq(r, w, sizeof(r));
+
+        /* lvreduce behind our back: refused, the LUN keeps its size. */
+        ck_assert_int_eq(truncate(backing, 2 << 20), 0);
+        loop_ioctl(dev, LOOP_SET_CAPACITY);
+        ck_assert_int_eq(tdm_registry_lun_resize(IQN1, 2, 0, NULL, NULL, err, sizeof(err)),
+                         -EINVAL);
+        ck_assert_msg(strstr(err, "has shrunk to 2097152 bytes, less than the LUN (3145728): "
+                                  "shrinking is refused") != NULL,
+                      "%s", err);
+        ck_assert_uint_eq(atomic_load(&lun->num_blocks), 6144);
+
+        scsi_lun_put(lun);
+        scsi_target_put(t);
+        tdm_registry_fini(); /* closes the device */
+        loop_ioctl(dev, LOOP_CLR_FD);
+        loop_dev[0] = '\0';
+}
+END_TEST
+
 /* ---------------------------------------------------------------- ACL and CHAP */
 
 static void collect_visible(void *arg, const char *iqn, uint16_t tpgt)
@@ -752,6 +1104,11 @@ static Suite *registry_suite(void)
         tcase_add_test(tc, test_physical_block_size_lun);
         tcase_add_test(tc, test_lun_add_failures_change_nothing);
         tcase_add_test(tc, test_lun_del_live);
+        tcase_add_test(tc, test_lun_resize_file);
+        tcase_add_test(tc, test_lun_resize_refusals);
+        tcase_add_test(tc, test_lun_resize_save_failure_changes_nothing);
+        tcase_add_test(tc, test_init_exposes_grown_file);
+        tcase_add_test(tc, test_lun_resize_block_device);
         tcase_add_test(tc, test_acl_decisions);
         tcase_add_test(tc, test_chap_lookups);
         tcase_add_test(tc, test_reload_gives_same_identities);

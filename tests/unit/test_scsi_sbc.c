@@ -1,5 +1,6 @@
 /* SBC: capacity, READ/WRITE round trips and limits, VERIFY, ORWRITE, WRITE SAME, UNMAP,
  * GET LBA STATUS, cache flushing and statistics, against a sparse file backstore. */
+#include <pthread.h>
 #include <sys/stat.h>
 
 #include "test_scsi_harness.h"
@@ -578,6 +579,111 @@ START_TEST(get_lba_status_limits)
 }
 END_TEST
 
+/* TEST UNIT READY with a task of its own (h.task belongs to the main thread). */
+static unsigned tur_own_task(struct scsi_nexus *nx)
+{
+        struct scsi_task t;
+        memset(&t, 0, sizeof(t));
+        t.cdb_len = 6;
+        t.nexus = nx;
+        t.target = h.target;
+        t.lun = scsi_target_get_lun(h.target, 0);
+        scsi_task_execute(&t);
+        scsi_lun_put(t.lun);
+        unsigned r = t.status == SCSI_STATUS_GOOD
+                         ? 0
+                         : (unsigned)(t.sense[2] & 0x0f) << 16 | t.sense[12] << 8 | t.sense[13];
+        scsi_task_release(&t);
+        return r;
+}
+
+/* A session served by another worker thread: its next two commands after the growth. */
+struct other_worker {
+        struct scsi_nexus *nx;
+        unsigned first, second;
+};
+
+static void *other_worker_run(void *arg)
+{
+        struct other_worker *w = arg;
+        w->first = tur_own_task(w->nx);
+        w->second = tur_own_task(w->nx);
+        return NULL;
+}
+
+static uint64_t rc16_last_lba(void)
+{
+        uint8_t rc16[16] = {0x9e, 0x10};
+        put_be32(rc16 + 10, 32);
+        struct scsi_task *t = h_run(rc16, 16, NULL, 0, 32);
+        h_assert_good(t);
+        return get_be64(t->data_in);
+}
+
+/*
+ * Online growth (lun resize): READ CAPACITY and every range check use the new size at once,
+ * and each I_T nexus, on whatever thread it runs, gets CAPACITY DATA HAS CHANGED exactly once.
+ */
+START_TEST(capacity_grows_live)
+{
+        const uint32_t grown = 2 * H_BLOCKS;
+        h_clear_ua(&h.nx2);
+        uint8_t cdb[16];
+        cdb_rw10(cdb, 0x28, H_BLOCKS, 1);
+        h_assert_sense(h_run(cdb, 10, NULL, 0, 512), 0x5, 0x21, 0x00);
+
+        ck_assert_int_eq(bs_set_file_size(h.lun->bs, (uint64_t)grown * H_BS), 0);
+        ck_assert_int_eq(scsi_lun_grow(h.lun, grown), 0);
+        struct other_worker w = {.nx = &h.nx2};
+        pthread_t th;
+        ck_assert_int_eq(pthread_create(&th, NULL, other_worker_run, &w), 0);
+
+        uint8_t rc16[16] = {0x9e, 0x10};
+        put_be32(rc16 + 10, 32);
+        h_assert_sense(h_run(rc16, 16, NULL, 0, 32), 0x6, 0x2a, 0x09);
+        ck_assert_uint_eq(rc16_last_lba(), grown - 1);
+        uint8_t rc10[10] = {0x25};
+        struct scsi_task *t = h_run(rc10, 10, NULL, 0, 8);
+        h_assert_good(t);
+        ck_assert_uint_eq(get_be32(t->data_in), grown - 1);
+
+        ck_assert_int_eq(pthread_join(th, NULL), 0);
+        ck_assert_uint_eq(w.first, 0x062a09);
+        ck_assert_uint_eq(w.second, 0);
+
+        /* Blocks past the old end: read (zeroes), written, read back; the new end holds. */
+        t = h_read10(H_BLOCKS, 8);
+        h_assert_good(t);
+        ck_assert(h_all_zero(t->data_in, 8 * H_BS));
+        uint8_t *pat = h_pattern(8 * H_BS, 0x3c);
+        h_assert_good(h_write10(grown - 8, 8, pat));
+        t = h_read10(grown - 8, 8);
+        h_assert_good(t);
+        ck_assert_mem_eq(t->data_in, pat, 8 * H_BS);
+        free(pat);
+        cdb_rw10(cdb, 0x28, grown - 1, 2);
+        h_assert_sense(h_run(cdb, 10, NULL, 0, 2 * H_BS), 0x5, 0x21, 0x00);
+        h_assert_good(get_lba_status(grown - 1, 24));
+        h_assert_sense(get_lba_status(grown, 24), 0x5, 0x21, 0x00);
+
+        /* The same size again raises nothing; shrinking is refused and changes nothing. */
+        ck_assert_int_eq(scsi_lun_grow(h.lun, grown), 0);
+        ck_assert_int_eq(scsi_lun_grow(h.lun, H_BLOCKS), -EINVAL);
+        ck_assert_uint_eq(atomic_load(&h.lun->num_blocks), grown);
+        h_assert_good(h_run(rc16, 16, NULL, 0, 32));
+        ck_assert_uint_eq(tur_own_task(&h.nx2), 0);
+        /* A nexus whose id was never set (0) is not taken for the admin plane's "no nexus". */
+        struct scsi_nexus anon;
+        scsi_nexus_init(&anon, h.target, "iqn.2024-01.org.tandem:anon");
+        anon.id = 0;
+        h_clear_ua(&anon);
+        ck_assert_int_eq(bs_set_file_size(h.lun->bs, (uint64_t)(grown + 8) * H_BS), 0);
+        ck_assert_int_eq(scsi_lun_grow(h.lun, grown + 8), 0);
+        ck_assert_uint_eq(tur_own_task(&anon), 0x062a09);
+        ck_assert_uint_eq(tur_own_task(&anon), 0);
+}
+END_TEST
+
 START_TEST(prefetch)
 {
         uint8_t cdb[16];
@@ -660,6 +766,7 @@ int main(void)
         tcase_add_test(tc, unmap_then_zeroes_and_status);
         tcase_add_test(tc, unmap_partial_physical_blocks);
         tcase_add_test(tc, get_lba_status_limits);
+        tcase_add_test(tc, capacity_grows_live);
         tcase_add_test(tc, prefetch);
         tcase_add_test(tc, read_defect_data);
         tcase_add_test(tc, latency_histogram_and_errors);
