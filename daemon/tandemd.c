@@ -16,222 +16,222 @@
 #include "tandem/registry.h"
 
 struct daemon_opts {
-	bool foreground;
-	const char *config;
-	const char *listen[TDM_MAX_LISTEN];
-	size_t n_listen;
-	const char *state_dir;
-	const char *instance;
-	const char *log_file;
-	int threads;
-	int log_level;
+        bool foreground;
+        const char *config;
+        const char *listen[TDM_MAX_LISTEN];
+        size_t n_listen;
+        const char *state_dir;
+        const char *instance;
+        const char *log_file;
+        int threads;
+        int log_level;
 };
 
 static void usage(FILE *out)
 {
-	fprintf(out,
-		"usage: tandemd [--foreground] [--config FILE] [--listen ADDR:PORT ...]\n"
-		"               [--state-dir DIR] [--instance NAME] [--threads N]\n"
-		"               [--log-file FILE] [--debug]\n"
-		"\n"
-		"Serves iSCSI targets. Targets, LUNs, ACLs and CHAP come from the config file\n"
-		"(default STATE_DIR/tandem.conf) and from tandemctl; changes are saved there.\n");
+        fprintf(out,
+                "usage: tandemd [--foreground] [--config FILE] [--listen ADDR:PORT ...]\n"
+                "               [--state-dir DIR] [--instance NAME] [--threads N]\n"
+                "               [--log-file FILE] [--debug]\n"
+                "\n"
+                "Serves iSCSI targets. Targets, LUNs, ACLs and CHAP come from the config file\n"
+                "(default STATE_DIR/tandem.conf) and from tandemctl; changes are saved there.\n");
 }
 
 static int parse_args(int argc, char **argv, struct daemon_opts *o)
 {
-	static const struct option longopts[] = {
-		{"foreground", no_argument, NULL, 'f'}, {"config", required_argument, NULL, 'c'},
-		{"listen", required_argument, NULL, 'l'}, {"state-dir", required_argument, NULL, 's'},
-		{"instance", required_argument, NULL, 'i'}, {"threads", required_argument, NULL, 't'},
-		{"log-file", required_argument, NULL, 'L'}, {"debug", no_argument, NULL, 'd'},
-		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-	int ch;
-	o->threads = -1;
-	o->log_level = -1;
-	while ((ch = getopt_long(argc, argv, "fc:l:s:i:t:L:dh", longopts, NULL)) != -1) {
-		switch (ch) {
-		case 'f':
-			o->foreground = true;
-			break;
-		case 'c':
-			o->config = optarg;
-			break;
-		case 'l':
-			if (o->n_listen >= TDM_MAX_LISTEN) {
-				fprintf(stderr, "tandemd: --listen: at most %d addresses\n",
-					TDM_MAX_LISTEN);
-				return -1;
-			}
-			o->listen[o->n_listen++] = optarg;
-			break;
-		case 's':
-			o->state_dir = optarg;
-			break;
-		case 'i':
-			o->instance = optarg;
-			break;
-		case 't': {
-			char *end;
-			long v = strtol(optarg, &end, 10);
-			if (*end || v < 0 || v > 256) {
-				fprintf(stderr, "tandemd: --threads: must be 0..256, got \"%s\"\n",
-					optarg);
-				return -1;
-			}
-			o->threads = (int)v;
-			break;
-		}
-		case 'L':
-			o->log_file = optarg;
-			break;
-		case 'd':
-			o->log_level = LOG_DEBUG;
-			break;
-		case 'h':
-			usage(stdout);
-			exit(0);
-		default:
-			usage(stderr);
-			return -1;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "tandemd: unexpected argument \"%s\"\n", argv[optind]);
-		return -1;
-	}
-	return 0;
+        static const struct option longopts[] = {
+            {"foreground", no_argument, NULL, 'f'},     {"config", required_argument, NULL, 'c'},
+            {"listen", required_argument, NULL, 'l'},   {"state-dir", required_argument, NULL, 's'},
+            {"instance", required_argument, NULL, 'i'}, {"threads", required_argument, NULL, 't'},
+            {"log-file", required_argument, NULL, 'L'}, {"debug", no_argument, NULL, 'd'},
+            {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
+        int ch;
+        o->threads = -1;
+        o->log_level = -1;
+        while ((ch = getopt_long(argc, argv, "fc:l:s:i:t:L:dh", longopts, NULL)) != -1) {
+                switch (ch) {
+                case 'f':
+                        o->foreground = true;
+                        break;
+                case 'c':
+                        o->config = optarg;
+                        break;
+                case 'l':
+                        if (o->n_listen >= TDM_MAX_LISTEN) {
+                                fprintf(stderr, "tandemd: --listen: at most %d addresses\n",
+                                        TDM_MAX_LISTEN);
+                                return -1;
+                        }
+                        o->listen[o->n_listen++] = optarg;
+                        break;
+                case 's':
+                        o->state_dir = optarg;
+                        break;
+                case 'i':
+                        o->instance = optarg;
+                        break;
+                case 't': {
+                        char *end;
+                        long v = strtol(optarg, &end, 10);
+                        if (*end || v < 0 || v > 256) {
+                                fprintf(stderr, "tandemd: --threads: must be 0..256, got \"%s\"\n",
+                                        optarg);
+                                return -1;
+                        }
+                        o->threads = (int)v;
+                        break;
+                }
+                case 'L':
+                        o->log_file = optarg;
+                        break;
+                case 'd':
+                        o->log_level = LOG_DEBUG;
+                        break;
+                case 'h':
+                        usage(stdout);
+                        exit(0);
+                default:
+                        usage(stderr);
+                        return -1;
+                }
+        }
+        if (optind < argc) {
+                fprintf(stderr, "tandemd: unexpected argument \"%s\"\n", argv[optind]);
+                return -1;
+        }
+        return 0;
 }
 
 /* Command-line settings override the file's. */
 static int apply_overrides(const struct daemon_opts *o, struct tdm_config *cfg)
 {
-	if (o->n_listen) {
-		cfg->n_listen = o->n_listen;
-		for (size_t i = 0; i < o->n_listen; i++)
-			snprintf(cfg->listen[i], sizeof(cfg->listen[i]), "%s", o->listen[i]);
-	}
-	if (o->state_dir)
-		snprintf(cfg->state_dir, sizeof(cfg->state_dir), "%s", o->state_dir);
-	if (o->instance)
-		snprintf(cfg->instance, sizeof(cfg->instance), "%s", o->instance);
-	if (o->threads >= 0)
-		cfg->threads = (unsigned)o->threads;
-	if (o->log_file)
-		snprintf(cfg->log_file, sizeof(cfg->log_file), "%s", o->log_file);
-	if (o->log_level >= 0)
-		cfg->log_level = o->log_level;
-	return 0;
+        if (o->n_listen) {
+                cfg->n_listen = o->n_listen;
+                for (size_t i = 0; i < o->n_listen; i++)
+                        snprintf(cfg->listen[i], sizeof(cfg->listen[i]), "%s", o->listen[i]);
+        }
+        if (o->state_dir)
+                snprintf(cfg->state_dir, sizeof(cfg->state_dir), "%s", o->state_dir);
+        if (o->instance)
+                snprintf(cfg->instance, sizeof(cfg->instance), "%s", o->instance);
+        if (o->threads >= 0)
+                cfg->threads = (unsigned)o->threads;
+        if (o->log_file)
+                snprintf(cfg->log_file, sizeof(cfg->log_file), "%s", o->log_file);
+        if (o->log_level >= 0)
+                cfg->log_level = o->log_level;
+        return 0;
 }
 
 static int load_config(const struct daemon_opts *o, struct tdm_config *cfg, char *path,
-		       size_t pathlen)
+                       size_t pathlen)
 {
-	char err[512] = "";
-	tdm_config_defaults(cfg);
-	const char *state_dir = o->state_dir ? o->state_dir : "/var/lib/tandem";
-	if (o->config)
-		snprintf(path, pathlen, "%s", o->config);
-	else
-		snprintf(path, pathlen, "%s/tandem.conf", state_dir);
-	if (access(path, F_OK) == 0) {
-		if (tdm_config_load(path, cfg, err, sizeof(err)) < 0) {
-			fprintf(stderr, "tandemd: %s: %s\n", path, err);
-			return -1;
-		}
-	} else if (o->config) {
-		fprintf(stderr, "tandemd: --config: %s: %s\n", path, strerror(errno));
-		return -1;
-	}
-	apply_overrides(o, cfg);
-	if (!cfg->state_dir[0])
-		snprintf(cfg->state_dir, sizeof(cfg->state_dir), "%s", state_dir);
-	if (!cfg->instance[0])
-		snprintf(cfg->instance, sizeof(cfg->instance), "default");
-	if (tdm_config_validate(cfg, err, sizeof(err)) < 0) {
-		fprintf(stderr, "tandemd: %s: %s\n", path, err);
-		return -1;
-	}
-	return 0;
+        char err[512] = "";
+        tdm_config_defaults(cfg);
+        const char *state_dir = o->state_dir ? o->state_dir : "/var/lib/tandem";
+        if (o->config)
+                snprintf(path, pathlen, "%s", o->config);
+        else
+                snprintf(path, pathlen, "%s/tandem.conf", state_dir);
+        if (access(path, F_OK) == 0) {
+                if (tdm_config_load(path, cfg, err, sizeof(err)) < 0) {
+                        fprintf(stderr, "tandemd: %s: %s\n", path, err);
+                        return -1;
+                }
+        } else if (o->config) {
+                fprintf(stderr, "tandemd: --config: %s: %s\n", path, strerror(errno));
+                return -1;
+        }
+        apply_overrides(o, cfg);
+        if (!cfg->state_dir[0])
+                snprintf(cfg->state_dir, sizeof(cfg->state_dir), "%s", state_dir);
+        if (!cfg->instance[0])
+                snprintf(cfg->instance, sizeof(cfg->instance), "default");
+        if (tdm_config_validate(cfg, err, sizeof(err)) < 0) {
+                fprintf(stderr, "tandemd: %s: %s\n", path, err);
+                return -1;
+        }
+        return 0;
 }
 
 static qb_loop_t *main_loop;
 
 static int32_t on_stop_signal(int32_t sig, void *data)
 {
-	(void)data;
-	log_notice("signal %d: shutting down", sig);
-	qb_loop_stop(main_loop);
-	return 0;
+        (void)data;
+        log_notice("signal %d: shutting down", sig);
+        qb_loop_stop(main_loop);
+        return 0;
 }
 
 static int start_listeners(const struct tdm_config *cfg)
 {
-	for (size_t i = 0; i < cfg->n_listen; i++) {
-		int rc = iscsi_listen_add(main_loop, cfg->listen[i]);
-		if (rc < 0) {
-			log_err("cannot listen on %s: %s", cfg->listen[i], strerror(-rc));
-			return rc;
-		}
-	}
-	return 0;
+        for (size_t i = 0; i < cfg->n_listen; i++) {
+                int rc = iscsi_listen_add(main_loop, cfg->listen[i]);
+                if (rc < 0) {
+                        log_err("cannot listen on %s: %s", cfg->listen[i], strerror(-rc));
+                        return rc;
+                }
+        }
+        return 0;
 }
 
 int main(int argc, char **argv)
 {
-	struct daemon_opts opts = {0};
-	if (parse_args(argc, argv, &opts) < 0)
-		return 2;
-	static struct tdm_config cfg;
-	char path[4096];
-	if (load_config(&opts, &cfg, path, sizeof(path)) < 0)
-		return 1;
-	if (mkdir(cfg.state_dir, 0700) < 0 && errno != EEXIST) {
-		fprintf(stderr, "tandemd: state-dir %s: %s\n", cfg.state_dir, strerror(errno));
-		return 1;
-	}
-	if (!opts.foreground && daemon(0, 0) < 0) {
-		fprintf(stderr, "tandemd: cannot detach: %s\n", strerror(errno));
-		return 1;
-	}
-	struct tdm_log_opts lo = {.file = cfg.log_file,
-				  .level = cfg.log_level ? cfg.log_level : LOG_INFO,
-				  .use_syslog = cfg.log_syslog || !opts.foreground,
-				  .use_stderr = opts.foreground};
-	char ident[96];
-	snprintf(ident, sizeof(ident), "tandemd-%s", cfg.instance);
-	tdm_log_init(ident, &lo);
-	signal(SIGPIPE, SIG_IGN);
+        struct daemon_opts opts = {0};
+        if (parse_args(argc, argv, &opts) < 0)
+                return 2;
+        static struct tdm_config cfg;
+        char path[4096];
+        if (load_config(&opts, &cfg, path, sizeof(path)) < 0)
+                return 1;
+        if (mkdir(cfg.state_dir, 0700) < 0 && errno != EEXIST) {
+                fprintf(stderr, "tandemd: state-dir %s: %s\n", cfg.state_dir, strerror(errno));
+                return 1;
+        }
+        if (!opts.foreground && daemon(0, 0) < 0) {
+                fprintf(stderr, "tandemd: cannot detach: %s\n", strerror(errno));
+                return 1;
+        }
+        struct tdm_log_opts lo = {.file = cfg.log_file,
+                                  .level = cfg.log_level ? cfg.log_level : LOG_INFO,
+                                  .use_syslog = cfg.log_syslog || !opts.foreground,
+                                  .use_stderr = opts.foreground};
+        char ident[96];
+        snprintf(ident, sizeof(ident), "tandemd-%s", cfg.instance);
+        tdm_log_init(ident, &lo);
+        signal(SIGPIPE, SIG_IGN);
 
-	int status = 1;
-	char err[512] = "";
-	main_loop = qb_loop_create();
-	if (tdm_registry_init(&cfg, path, err, sizeof(err)) < 0) {
-		log_err("%s: %s", path, err);
-		goto out_loop;
-	}
-	if (iscsi_workers_start(cfg.threads, &cfg.iscsi) < 0)
-		goto out_registry;
-	if (start_listeners(&cfg) < 0)
-		goto out_workers;
-	if (admin_ipc_start(main_loop, cfg.instance) < 0) {
-		log_err("cannot start the admin IPC service for instance %s", cfg.instance);
-		goto out_listen;
-	}
-	qb_loop_signal_add(main_loop, QB_LOOP_HIGH, SIGINT, NULL, on_stop_signal, NULL);
-	qb_loop_signal_add(main_loop, QB_LOOP_HIGH, SIGTERM, NULL, on_stop_signal, NULL);
-	log_notice("tandemd instance %s ready (config %s)", cfg.instance, path);
-	qb_loop_run(main_loop);
-	status = 0;
-	admin_ipc_stop();
+        int status = 1;
+        char err[512] = "";
+        main_loop = qb_loop_create();
+        if (tdm_registry_init(&cfg, path, err, sizeof(err)) < 0) {
+                log_err("%s: %s", path, err);
+                goto out_loop;
+        }
+        if (iscsi_workers_start(cfg.threads, &cfg.iscsi) < 0)
+                goto out_registry;
+        if (start_listeners(&cfg) < 0)
+                goto out_workers;
+        if (admin_ipc_start(main_loop, cfg.instance) < 0) {
+                log_err("cannot start the admin IPC service for instance %s", cfg.instance);
+                goto out_listen;
+        }
+        qb_loop_signal_add(main_loop, QB_LOOP_HIGH, SIGINT, NULL, on_stop_signal, NULL);
+        qb_loop_signal_add(main_loop, QB_LOOP_HIGH, SIGTERM, NULL, on_stop_signal, NULL);
+        log_notice("tandemd instance %s ready (config %s)", cfg.instance, path);
+        qb_loop_run(main_loop);
+        status = 0;
+        admin_ipc_stop();
 out_listen:
-	iscsi_listen_close_all(main_loop);
+        iscsi_listen_close_all(main_loop);
 out_workers:
-	iscsi_workers_stop();
+        iscsi_workers_stop();
 out_registry:
-	tdm_registry_fini();
+        tdm_registry_fini();
 out_loop:
-	qb_loop_destroy(main_loop);
-	tdm_log_fini();
-	return status;
+        qb_loop_destroy(main_loop);
+        tdm_log_fini();
+        return status;
 }

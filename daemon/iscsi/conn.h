@@ -16,141 +16,141 @@ struct iscsi_conn;
 /* Largest data segment we accept (we declare it as MaxRecvDataSegmentLength). */
 #define ISCSI_RX_DSL_LIMIT (1024 * 1024)
 /* Largest SCSI data transfer a single command may ask for. */
-#define ISCSI_MAX_XFER (16u * 1024 * 1024) /* the Block Limits MAXIMUM TRANSFER LENGTH */
+#define ISCSI_MAX_XFER  (16u * 1024 * 1024) /* the Block Limits MAXIMUM TRANSFER LENGTH */
 #define ISCSI_TASK_HASH 256
 /* Per-connection bounds on what a hostile or slow initiator can make us hold. */
-#define ISCSI_TX_QUEUE_HIGH (64u * 1024 * 1024) /* stop reading above this much queued output */
-#define ISCSI_TX_QUEUE_LOW (16u * 1024 * 1024)  /* and resume below this */
-#define ISCSI_COLLECT_MAX (256u * 1024 * 1024)  /* write data being collected at once */
-#define ISCSI_TASKS_HIGH 4096u /* answered tasks whose PDUs are not sent yet */
-#define ISCSI_COLLECTING_MAX 1024u /* tasks waiting for Data-Out at once */
+#define ISCSI_TX_QUEUE_HIGH  (64u * 1024 * 1024)  /* stop reading above this much queued output */
+#define ISCSI_TX_QUEUE_LOW   (16u * 1024 * 1024)  /* and resume below this */
+#define ISCSI_COLLECT_MAX    (256u * 1024 * 1024) /* write data being collected at once */
+#define ISCSI_TASKS_HIGH     4096u                /* answered tasks whose PDUs are not sent yet */
+#define ISCSI_COLLECTING_MAX 1024u                /* tasks waiting for Data-Out at once */
 
 enum iscsi_task_state {
-	ISCSI_TASK_COLLECTING, /* waiting for Data-Out */
-	ISCSI_TASK_DONE,
+        ISCSI_TASK_COLLECTING, /* waiting for Data-Out */
+        ISCSI_TASK_DONE,
 };
 
 struct iscsi_task {
-	struct scsi_task scsi;
-	struct iscsi_conn *conn;
-	struct iscsi_task *hash_next; /* in conn->tasks[] while collecting */
-	struct iscsi_task *free_next;
-	uint32_t itt;
-	uint32_t cmdsn;
-	uint32_t edtl;      /* expected data transfer length */
-	bool immediate;
-	enum iscsi_task_state state;
-	/* Data-Out collection. */
-	uint8_t *wbuf;
-	uint32_t wbuf_size;
-	uint32_t want;      /* bytes we collect: min(edtl, what the CDB transfers) capped */
-	uint32_t received;  /* bytes received (any order within bursts) */
-	uint32_t r2t_offset; /* next offset to solicit */
-	uint32_t r2t_sn;
-	uint32_t r2t_outstanding;
-	uint32_t ttt_base;  /* TTT of the latest R2T */
-	uint32_t exp_datasn; /* DataSN due next in the current Data-Out sequence */
-	uint32_t unsolicited_end; /* end of the unsolicited window (immediate + first burst) */
-	bool aborted;
+        struct scsi_task scsi;
+        struct iscsi_conn *conn;
+        struct iscsi_task *hash_next; /* in conn->tasks[] while collecting */
+        struct iscsi_task *free_next;
+        uint32_t itt;
+        uint32_t cmdsn;
+        uint32_t edtl; /* expected data transfer length */
+        bool immediate;
+        enum iscsi_task_state state;
+        /* Data-Out collection. */
+        uint8_t *wbuf;
+        uint32_t wbuf_size;
+        uint32_t want;       /* bytes we collect: min(edtl, what the CDB transfers) capped */
+        uint32_t received;   /* bytes received (any order within bursts) */
+        uint32_t r2t_offset; /* next offset to solicit */
+        uint32_t r2t_sn;
+        uint32_t r2t_outstanding;
+        uint32_t ttt_base;        /* TTT of the latest R2T */
+        uint32_t exp_datasn;      /* DataSN due next in the current Data-Out sequence */
+        uint32_t unsolicited_end; /* end of the unsolicited window (immediate + first burst) */
+        bool aborted;
 };
 
 /* One queued outgoing PDU: header (+digest) and an optional data segment. */
 struct iscsi_tx {
-	struct iscsi_tx *next;
-	uint8_t hdr[ISCSI_BHS_LEN + ISCSI_DIGEST_LEN];
-	uint32_t hdr_len;
-	const uint8_t *data;
-	uint32_t data_len;
-	uint8_t trailer[3 + ISCSI_DIGEST_LEN]; /* padding + data digest */
-	uint32_t trailer_len;
-	uint32_t sent; /* bytes of this PDU already written */
-	uint8_t *owned;  /* freed when sent */
-	struct iscsi_task *task_done; /* task released when this PDU is sent */
-	bool close_after;
+        struct iscsi_tx *next;
+        uint8_t hdr[ISCSI_BHS_LEN + ISCSI_DIGEST_LEN];
+        uint32_t hdr_len;
+        const uint8_t *data;
+        uint32_t data_len;
+        uint8_t trailer[3 + ISCSI_DIGEST_LEN]; /* padding + data digest */
+        uint32_t trailer_len;
+        uint32_t sent;                /* bytes of this PDU already written */
+        uint8_t *owned;               /* freed when sent */
+        struct iscsi_task *task_done; /* task released when this PDU is sent */
+        bool close_after;
 };
 
 enum iscsi_conn_state {
-	ISCSI_CONN_LOGIN,
-	ISCSI_CONN_FFP,
-	ISCSI_CONN_LOGOUT, /* logout response queued: close after flush */
-	ISCSI_CONN_CLOSED,
+        ISCSI_CONN_LOGIN,
+        ISCSI_CONN_FFP,
+        ISCSI_CONN_LOGOUT, /* logout response queued: close after flush */
+        ISCSI_CONN_CLOSED,
 };
 
 struct iscsi_session;
 
 struct iscsi_conn {
-	int fd;
-	struct iscsi_worker *worker;
-	char peer[64];
-	char portal[64];
-	enum iscsi_conn_state state;
-	struct iscsi_login login;
-	struct iscsi_login_env login_env;
-	struct iscsi_session *sess;
-	struct iscsi_text_state text;
+        int fd;
+        struct iscsi_worker *worker;
+        char peer[64];
+        char portal[64];
+        enum iscsi_conn_state state;
+        struct iscsi_login login;
+        struct iscsi_login_env login_env;
+        struct iscsi_session *sess;
+        struct iscsi_text_state text;
 
-	/* Receive buffer: whole PDUs are parsed from here. */
-	uint8_t *rx;
-	uint32_t rx_cap, rx_len, rx_off;
-	uint64_t rx_pdus; /* PDUs dispatched, to tell progress */
+        /* Receive buffer: whole PDUs are parsed from here. */
+        uint8_t *rx;
+        uint32_t rx_cap, rx_len, rx_off;
+        uint64_t rx_pdus; /* PDUs dispatched, to tell progress */
 
-	/* A large Data-Out payload being received straight into its task's buffer. */
-	struct {
-		struct iscsi_task *task;
-		uint8_t bhs[ISCSI_BHS_LEN];
-		uint8_t *dest;
-		uint32_t len, left;
-	} direct;
-	bool direct_declined; /* the buffered PDU in front was already judged */
-	uint32_t rx_discard;  /* bytes of a refused PDU still to drop */
-	struct iscsi_tx *discard_reply; /* sent once they are dropped */
+        /* A large Data-Out payload being received straight into its task's buffer. */
+        struct {
+                struct iscsi_task *task;
+                uint8_t bhs[ISCSI_BHS_LEN];
+                uint8_t *dest;
+                uint32_t len, left;
+        } direct;
+        bool direct_declined;           /* the buffered PDU in front was already judged */
+        uint32_t rx_discard;            /* bytes of a refused PDU still to drop */
+        struct iscsi_tx *discard_reply; /* sent once they are dropped */
 
-	/* Transmit queue. */
-	struct iscsi_tx *tx_head, *tx_tail;
-	struct iscsi_tx *tx_pool;
-	uint32_t tx_pooled;
-	uint64_t tx_queued_bytes;
-	bool rx_paused;
-	uint64_t collect_bytes; /* sum of wbuf sizes of tasks collecting Data-Out */
-	uint64_t refused_full;  /* writes answered TASK SET FULL (logged sparsely) */
-	bool want_write;
+        /* Transmit queue. */
+        struct iscsi_tx *tx_head, *tx_tail;
+        struct iscsi_tx *tx_pool;
+        uint32_t tx_pooled;
+        uint64_t tx_queued_bytes;
+        bool rx_paused;
+        uint64_t collect_bytes; /* sum of wbuf sizes of tasks collecting Data-Out */
+        uint64_t refused_full;  /* writes answered TASK SET FULL (logged sparsely) */
+        bool want_write;
 
-	/* Tasks waiting for Data-Out, by ITT. */
-	struct iscsi_task *tasks[ISCSI_TASK_HASH];
-	uint32_t tasks_active;
-	uint32_t tasks_collecting; /* tasks in tasks[] */
-	struct iscsi_task *task_free;
-	uint32_t next_ttt;
+        /* Tasks waiting for Data-Out, by ITT. */
+        struct iscsi_task *tasks[ISCSI_TASK_HASH];
+        uint32_t tasks_active;
+        uint32_t tasks_collecting; /* tasks in tasks[] */
+        struct iscsi_task *task_free;
+        uint32_t next_ttt;
 
-	/* Liveness. */
-	uint64_t last_rx_ns;
-	uint64_t login_start_ns;
-	uint64_t nop_sent_ns; /* 0 = no ping outstanding */
-	uint32_t nop_ttt;
+        /* Liveness. */
+        uint64_t last_rx_ns;
+        uint64_t login_start_ns;
+        uint64_t nop_sent_ns; /* 0 = no ping outstanding */
+        uint32_t nop_ttt;
 
-	bool kill; /* set by another thread (session reinstatement) */
-	struct iscsi_conn *next; /* worker's list */
-	struct iscsi_conn *prev;
+        bool kill;               /* set by another thread (session reinstatement) */
+        struct iscsi_conn *next; /* worker's list */
+        struct iscsi_conn *prev;
 };
 
 struct iscsi_session {
-	struct iscsi_session *next;
-	uint64_t id;
-	enum iscsi_session_type type;
-	uint8_t isid[6];
-	uint16_t tsih;
-	char initiator[TDM_IQN_MAX];
-	char target_name[TDM_IQN_MAX];
-	struct scsi_target *target;
-	struct iscsi_session_params params;
-	struct scsi_nexus nexus;
-	uint32_t exp_cmdsn;
-	uint32_t queue_depth;
-	uint32_t stat_sn;
-	struct iscsi_conn *conn; /* MaxConnections = 1 */
-	/* LUN references held by the session, refreshed when the target's LUN set changes. */
-	struct scsi_lun *lun_cache[SCSI_MAX_LUNS];
-	unsigned lun_cache_gen;
+        struct iscsi_session *next;
+        uint64_t id;
+        enum iscsi_session_type type;
+        uint8_t isid[6];
+        uint16_t tsih;
+        char initiator[TDM_IQN_MAX];
+        char target_name[TDM_IQN_MAX];
+        struct scsi_target *target;
+        struct iscsi_session_params params;
+        struct scsi_nexus nexus;
+        uint32_t exp_cmdsn;
+        uint32_t queue_depth;
+        uint32_t stat_sn;
+        struct iscsi_conn *conn; /* MaxConnections = 1 */
+        /* LUN references held by the session, refreshed when the target's LUN set changes. */
+        struct scsi_lun *lun_cache[SCSI_MAX_LUNS];
+        unsigned lun_cache_gen;
 };
 
 /* conn.c */
@@ -180,7 +180,7 @@ int iscsi_data_out(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data
 /* Data-Out in two steps, for payloads received straight into the task's buffer. */
 struct iscsi_task *iscsi_data_out_task(struct iscsi_conn *c, const uint8_t *bhs, uint32_t len);
 void iscsi_data_out_landed(struct iscsi_conn *c, struct iscsi_task *t, const uint8_t *bhs,
-			   uint32_t len);
+                           uint32_t len);
 void iscsi_task_put(struct iscsi_conn *c, struct iscsi_task *t);
 void iscsi_conn_drop_tasks(struct iscsi_conn *c);
 struct iscsi_task *iscsi_task_find(struct iscsi_conn *c, uint32_t itt);

@@ -11,265 +11,266 @@
 
 int iscsi_nop_out(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data, uint32_t len)
 {
-	uint32_t itt = iscsi_bhs_itt(bhs);
-	uint32_t ttt = iscsi_get32(bhs + 20);
-	if (itt == ISCSI_RSVD_TAG) {
-		/* An answer to our ping, or a one-way ping (must be immediate). */
-		if (ttt != ISCSI_RSVD_TAG && ttt == c->nop_ttt)
-			c->nop_sent_ns = 0;
-		return 0;
-	}
-	if (!iscsi_session_check_cmdsn(c->sess, bhs))
-		return 0;
-	struct iscsi_tx *tx = iscsi_tx_alloc(c);
-	if (!tx)
-		return 0;
-	if (len) {
-		tx->owned = malloc(len);
-		if (!tx->owned) {
-			iscsi_tx_free(c, tx);
-			return 0;
-		}
-		memcpy(tx->owned, data, len);
-		tx->data = tx->owned;
-		tx->data_len = len;
-	}
-	uint8_t *h = tx->hdr;
-	h[0] = ISCSI_OP_NOP_IN;
-	h[1] = 0x80;
-	memcpy(h + 8, bhs + 8, 8);
-	iscsi_put32(h + 16, itt);
-	iscsi_put32(h + 20, ISCSI_RSVD_TAG);
-	iscsi_fill_sn(c, h, true);
-	iscsi_tx_seal(c, tx);
-	iscsi_tx_queue(c, tx);
-	return 0;
+        uint32_t itt = iscsi_bhs_itt(bhs);
+        uint32_t ttt = iscsi_get32(bhs + 20);
+        if (itt == ISCSI_RSVD_TAG) {
+                /* An answer to our ping, or a one-way ping (must be immediate). */
+                if (ttt != ISCSI_RSVD_TAG && ttt == c->nop_ttt)
+                        c->nop_sent_ns = 0;
+                return 0;
+        }
+        if (!iscsi_session_check_cmdsn(c->sess, bhs))
+                return 0;
+        struct iscsi_tx *tx = iscsi_tx_alloc(c);
+        if (!tx)
+                return 0;
+        if (len) {
+                tx->owned = malloc(len);
+                if (!tx->owned) {
+                        iscsi_tx_free(c, tx);
+                        return 0;
+                }
+                memcpy(tx->owned, data, len);
+                tx->data = tx->owned;
+                tx->data_len = len;
+        }
+        uint8_t *h = tx->hdr;
+        h[0] = ISCSI_OP_NOP_IN;
+        h[1] = 0x80;
+        memcpy(h + 8, bhs + 8, 8);
+        iscsi_put32(h + 16, itt);
+        iscsi_put32(h + 20, ISCSI_RSVD_TAG);
+        iscsi_fill_sn(c, h, true);
+        iscsi_tx_seal(c, tx);
+        iscsi_tx_queue(c, tx);
+        return 0;
 }
 
 void iscsi_send_nop_ping(struct iscsi_conn *c)
 {
-	struct iscsi_tx *tx = iscsi_tx_alloc(c);
-	if (!tx)
-		return;
-	uint8_t *h = tx->hdr;
-	h[0] = ISCSI_OP_NOP_IN;
-	h[1] = 0x80;
-	iscsi_put32(h + 16, ISCSI_RSVD_TAG);
-	c->nop_ttt = c->next_ttt++;
-	if (c->next_ttt == ISCSI_RSVD_TAG)
-		c->next_ttt = 1;
-	iscsi_put32(h + 20, c->nop_ttt);
-	iscsi_fill_sn(c, h, false);
-	iscsi_tx_seal(c, tx);
-	iscsi_tx_queue(c, tx);
+        struct iscsi_tx *tx = iscsi_tx_alloc(c);
+        if (!tx)
+                return;
+        uint8_t *h = tx->hdr;
+        h[0] = ISCSI_OP_NOP_IN;
+        h[1] = 0x80;
+        iscsi_put32(h + 16, ISCSI_RSVD_TAG);
+        c->nop_ttt = c->next_ttt++;
+        if (c->next_ttt == ISCSI_RSVD_TAG)
+                c->next_ttt = 1;
+        iscsi_put32(h + 20, c->nop_ttt);
+        iscsi_fill_sn(c, h, false);
+        iscsi_tx_seal(c, tx);
+        iscsi_tx_queue(c, tx);
 }
 
 enum logout_response {
-	LOGOUT_CLOSED = 0,
-	LOGOUT_CID_NOT_FOUND = 1,
-	LOGOUT_RECOVERY_UNSUPPORTED = 2,
+        LOGOUT_CLOSED = 0,
+        LOGOUT_CID_NOT_FOUND = 1,
+        LOGOUT_RECOVERY_UNSUPPORTED = 2,
 };
 
 int iscsi_logout(struct iscsi_conn *c, const uint8_t *bhs)
 {
-	iscsi_session_check_cmdsn(c->sess, bhs);
-	uint8_t reason = bhs[1] & 0x7f;
-	uint16_t cid = iscsi_get16(bhs + 20);
-	uint8_t response = LOGOUT_CLOSED;
-	if (reason == 2)
-		response = LOGOUT_RECOVERY_UNSUPPORTED;
-	else if (reason == 1 && cid != c->login.cid)
-		response = LOGOUT_CID_NOT_FOUND;
-	struct iscsi_tx *tx = iscsi_tx_alloc(c);
-	if (!tx)
-		return -ENOMEM;
-	uint8_t *h = tx->hdr;
-	h[0] = ISCSI_OP_LOGOUT_RSP;
-	h[1] = 0x80;
-	h[2] = response;
-	iscsi_put32(h + 16, iscsi_bhs_itt(bhs));
-	iscsi_fill_sn(c, h, true);
-	iscsi_tx_seal(c, tx);
-	if (response == LOGOUT_CLOSED) {
-		tx->close_after = true;
-		c->state = ISCSI_CONN_LOGOUT;
-		log_info("%s: logout of %s (reason %u)", c->peer, c->sess->initiator, reason);
-	}
-	iscsi_tx_queue(c, tx);
-	return 0;
+        iscsi_session_check_cmdsn(c->sess, bhs);
+        uint8_t reason = bhs[1] & 0x7f;
+        uint16_t cid = iscsi_get16(bhs + 20);
+        uint8_t response = LOGOUT_CLOSED;
+        if (reason == 2)
+                response = LOGOUT_RECOVERY_UNSUPPORTED;
+        else if (reason == 1 && cid != c->login.cid)
+                response = LOGOUT_CID_NOT_FOUND;
+        struct iscsi_tx *tx = iscsi_tx_alloc(c);
+        if (!tx)
+                return -ENOMEM;
+        uint8_t *h = tx->hdr;
+        h[0] = ISCSI_OP_LOGOUT_RSP;
+        h[1] = 0x80;
+        h[2] = response;
+        iscsi_put32(h + 16, iscsi_bhs_itt(bhs));
+        iscsi_fill_sn(c, h, true);
+        iscsi_tx_seal(c, tx);
+        if (response == LOGOUT_CLOSED) {
+                tx->close_after = true;
+                c->state = ISCSI_CONN_LOGOUT;
+                log_info("%s: logout of %s (reason %u)", c->peer, c->sess->initiator, reason);
+        }
+        iscsi_tx_queue(c, tx);
+        return 0;
 }
 
 enum tmf_function {
-	TMF_ABORT_TASK = 1,
-	TMF_ABORT_TASK_SET = 2,
-	TMF_CLEAR_ACA = 3,
-	TMF_CLEAR_TASK_SET = 4,
-	TMF_LUN_RESET = 5,
-	TMF_TARGET_WARM_RESET = 6,
-	TMF_TARGET_COLD_RESET = 7,
-	TMF_TASK_REASSIGN = 8,
+        TMF_ABORT_TASK = 1,
+        TMF_ABORT_TASK_SET = 2,
+        TMF_CLEAR_ACA = 3,
+        TMF_CLEAR_TASK_SET = 4,
+        TMF_LUN_RESET = 5,
+        TMF_TARGET_WARM_RESET = 6,
+        TMF_TARGET_COLD_RESET = 7,
+        TMF_TASK_REASSIGN = 8,
 };
 
 enum tmf_response {
-	TMF_RSP_COMPLETE = 0,
-	TMF_RSP_NO_TASK = 1,
-	TMF_RSP_NO_LUN = 2,
-	TMF_RSP_REASSIGN_UNSUPPORTED = 4,
-	TMF_RSP_UNSUPPORTED = 5,
+        TMF_RSP_COMPLETE = 0,
+        TMF_RSP_NO_TASK = 1,
+        TMF_RSP_NO_LUN = 2,
+        TMF_RSP_REASSIGN_UNSUPPORTED = 4,
+        TMF_RSP_UNSUPPORTED = 5,
 };
 
 /* Abort every task still collecting data for lun (all LUNs when lun is UINT64_MAX). */
 static void abort_lun_tasks(struct iscsi_conn *c, uint64_t lun)
 {
-	for (int b = 0; b < ISCSI_TASK_HASH; b++) {
-		struct iscsi_task **pp = &c->tasks[b];
-		while (*pp) {
-			struct iscsi_task *t = *pp;
-			if (lun == UINT64_MAX || t->scsi.lun_id == lun) {
-				*pp = t->hash_next;
-				c->tasks_collecting--;
-				iscsi_task_put(c, t);
-			} else {
-				pp = &t->hash_next;
-			}
-		}
-	}
+        for (int b = 0; b < ISCSI_TASK_HASH; b++) {
+                struct iscsi_task **pp = &c->tasks[b];
+                while (*pp) {
+                        struct iscsi_task *t = *pp;
+                        if (lun == UINT64_MAX || t->scsi.lun_id == lun) {
+                                *pp = t->hash_next;
+                                c->tasks_collecting--;
+                                iscsi_task_put(c, t);
+                        } else {
+                                pp = &t->hash_next;
+                        }
+                }
+        }
 }
 
 static uint8_t tmf_abort_task(struct iscsi_conn *c, const uint8_t *bhs)
 {
-	uint32_t rtt = iscsi_get32(bhs + 20);
-	uint32_t ref_cmdsn = iscsi_get32(bhs + 32);
-	struct iscsi_task *t = iscsi_task_find(c, rtt);
-	if (t) {
-		iscsi_task_unhash(c, t);
-		iscsi_task_put(c, t);
-		return TMF_RSP_COMPLETE;
-	}
-	/* Not here: answered already if its CmdSN is inside the window (RFC 7143 11.5.1). */
-	struct iscsi_session *s = c->sess;
-	if (iscsi_sn_le(s->exp_cmdsn, ref_cmdsn) && iscsi_sn_le(ref_cmdsn, iscsi_session_max_cmdsn(s)))
-		return TMF_RSP_COMPLETE;
-	return TMF_RSP_NO_TASK;
+        uint32_t rtt = iscsi_get32(bhs + 20);
+        uint32_t ref_cmdsn = iscsi_get32(bhs + 32);
+        struct iscsi_task *t = iscsi_task_find(c, rtt);
+        if (t) {
+                iscsi_task_unhash(c, t);
+                iscsi_task_put(c, t);
+                return TMF_RSP_COMPLETE;
+        }
+        /* Not here: answered already if its CmdSN is inside the window (RFC 7143 11.5.1). */
+        struct iscsi_session *s = c->sess;
+        if (iscsi_sn_le(s->exp_cmdsn, ref_cmdsn) &&
+            iscsi_sn_le(ref_cmdsn, iscsi_session_max_cmdsn(s)))
+                return TMF_RSP_COMPLETE;
+        return TMF_RSP_NO_TASK;
 }
 
 static uint8_t tmf_lun_reset(struct iscsi_conn *c, uint64_t lun_id)
 {
-	struct scsi_lun *lun = scsi_target_get_lun(c->sess->target, lun_id);
-	if (!lun)
-		return TMF_RSP_NO_LUN;
-	abort_lun_tasks(c, lun_id);
-	scsi_nexus_lun_reset(&c->sess->nexus, lun);
-	scsi_lun_put(lun);
-	return TMF_RSP_COMPLETE;
+        struct scsi_lun *lun = scsi_target_get_lun(c->sess->target, lun_id);
+        if (!lun)
+                return TMF_RSP_NO_LUN;
+        abort_lun_tasks(c, lun_id);
+        scsi_nexus_lun_reset(&c->sess->nexus, lun);
+        scsi_lun_put(lun);
+        return TMF_RSP_COMPLETE;
 }
 
 static uint8_t tmf_target_reset(struct iscsi_conn *c)
 {
-	abort_lun_tasks(c, UINT64_MAX);
-	for (uint64_t id = 0; id < SCSI_MAX_LUNS; id++) {
-		struct scsi_lun *lun = scsi_target_get_lun(c->sess->target, id);
-		if (!lun)
-			continue;
-		scsi_nexus_lun_reset(&c->sess->nexus, lun);
-		scsi_lun_put(lun);
-	}
-	return TMF_RSP_COMPLETE;
+        abort_lun_tasks(c, UINT64_MAX);
+        for (uint64_t id = 0; id < SCSI_MAX_LUNS; id++) {
+                struct scsi_lun *lun = scsi_target_get_lun(c->sess->target, id);
+                if (!lun)
+                        continue;
+                scsi_nexus_lun_reset(&c->sess->nexus, lun);
+                scsi_lun_put(lun);
+        }
+        return TMF_RSP_COMPLETE;
 }
 
 int iscsi_tmf(struct iscsi_conn *c, const uint8_t *bhs)
 {
-	if (!iscsi_session_check_cmdsn(c->sess, bhs))
-		return 0;
-	uint8_t function = bhs[1] & 0x7f;
-	uint64_t lun = UINT64_MAX;
-	bool lun_ok = iscsi_lun_decode(bhs + 8, &lun);
-	uint8_t response;
-	bool cold = false;
-	switch (function) {
-	case TMF_ABORT_TASK:
-		response = tmf_abort_task(c, bhs);
-		break;
-	case TMF_ABORT_TASK_SET:
-	case TMF_CLEAR_TASK_SET:
-		if (lun_ok)
-			abort_lun_tasks(c, lun);
-		response = lun_ok ? TMF_RSP_COMPLETE : TMF_RSP_NO_LUN;
-		break;
-	case TMF_LUN_RESET:
-		response = lun_ok ? tmf_lun_reset(c, lun) : TMF_RSP_NO_LUN;
-		break;
-	case TMF_TARGET_WARM_RESET:
-		response = tmf_target_reset(c);
-		break;
-	case TMF_TARGET_COLD_RESET:
-		/* A warm reset, then every session of the target ends (ours after the answer). */
-		response = tmf_target_reset(c);
-		iscsi_sessions_drop_target(c->sess->target, c);
-		cold = true;
-		break;
-	case TMF_TASK_REASSIGN:
-		response = TMF_RSP_REASSIGN_UNSUPPORTED;
-		break;
-	default:
-		response = TMF_RSP_UNSUPPORTED;
-		break;
-	}
-	log_info("%s: task management function %u on LUN %llu: response %u", c->peer, function,
-		 (unsigned long long)lun, response);
-	struct iscsi_tx *tx = iscsi_tx_alloc(c);
-	if (!tx)
-		return 0;
-	uint8_t *h = tx->hdr;
-	h[0] = ISCSI_OP_TMF_RSP;
-	h[1] = 0x80;
-	h[2] = response;
-	iscsi_put32(h + 16, iscsi_bhs_itt(bhs));
-	iscsi_fill_sn(c, h, true);
-	iscsi_tx_seal(c, tx);
-	if (cold) {
-		tx->close_after = true;
-		c->state = ISCSI_CONN_LOGOUT;
-	}
-	iscsi_tx_queue(c, tx);
-	return 0;
+        if (!iscsi_session_check_cmdsn(c->sess, bhs))
+                return 0;
+        uint8_t function = bhs[1] & 0x7f;
+        uint64_t lun = UINT64_MAX;
+        bool lun_ok = iscsi_lun_decode(bhs + 8, &lun);
+        uint8_t response;
+        bool cold = false;
+        switch (function) {
+        case TMF_ABORT_TASK:
+                response = tmf_abort_task(c, bhs);
+                break;
+        case TMF_ABORT_TASK_SET:
+        case TMF_CLEAR_TASK_SET:
+                if (lun_ok)
+                        abort_lun_tasks(c, lun);
+                response = lun_ok ? TMF_RSP_COMPLETE : TMF_RSP_NO_LUN;
+                break;
+        case TMF_LUN_RESET:
+                response = lun_ok ? tmf_lun_reset(c, lun) : TMF_RSP_NO_LUN;
+                break;
+        case TMF_TARGET_WARM_RESET:
+                response = tmf_target_reset(c);
+                break;
+        case TMF_TARGET_COLD_RESET:
+                /* A warm reset, then every session of the target ends (ours after the answer). */
+                response = tmf_target_reset(c);
+                iscsi_sessions_drop_target(c->sess->target, c);
+                cold = true;
+                break;
+        case TMF_TASK_REASSIGN:
+                response = TMF_RSP_REASSIGN_UNSUPPORTED;
+                break;
+        default:
+                response = TMF_RSP_UNSUPPORTED;
+                break;
+        }
+        log_info("%s: task management function %u on LUN %llu: response %u", c->peer, function,
+                 (unsigned long long)lun, response);
+        struct iscsi_tx *tx = iscsi_tx_alloc(c);
+        if (!tx)
+                return 0;
+        uint8_t *h = tx->hdr;
+        h[0] = ISCSI_OP_TMF_RSP;
+        h[1] = 0x80;
+        h[2] = response;
+        iscsi_put32(h + 16, iscsi_bhs_itt(bhs));
+        iscsi_fill_sn(c, h, true);
+        iscsi_tx_seal(c, tx);
+        if (cold) {
+                tx->close_after = true;
+                c->state = ISCSI_CONN_LOGOUT;
+        }
+        iscsi_tx_queue(c, tx);
+        return 0;
 }
 
 int iscsi_text(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data, uint32_t len)
 {
-	struct iscsi_session *s = c->sess;
-	if (!iscsi_session_check_cmdsn(s, bhs))
-		return 0;
-	struct iscsi_text_env env = {
-		.type = s->type,
-		.initiator_name = s->initiator,
-		.target_name = s->target_name,
-		.portal = c->portal,
-		.tpgt = c->login_env.tpgt,
-		.max_xmit_dsl = s->params.max_xmit_dsl,
-		.stat_sn = s->stat_sn,
-		.exp_cmdsn = s->exp_cmdsn,
-		.max_cmdsn = iscsi_session_max_cmdsn(s),
-		.for_each_visible = tdm_registry_for_each_visible,
-	};
-	struct iscsi_pdu_reply rep = {0};
-	int rc = iscsi_text_handle(&c->text, &env, bhs, data, len, &rep);
-	if (rc < 0) {
-		iscsi_send_reject(c, bhs, ISCSI_REJECT_PROTOCOL_ERROR);
-		return 0;
-	}
-	struct iscsi_tx *tx = iscsi_tx_alloc(c);
-	if (!tx) {
-		iscsi_pdu_reply_free(&rep);
-		return 0;
-	}
-	memcpy(tx->hdr, rep.bhs, ISCSI_BHS_LEN);
-	iscsi_fill_sn(c, tx->hdr, true);
-	tx->owned = rep.data;
-	tx->data = rep.data;
-	tx->data_len = rep.data_len;
-	tx->close_after = rep.close_after;
-	iscsi_tx_seal(c, tx);
-	iscsi_tx_queue(c, tx);
-	return 0;
+        struct iscsi_session *s = c->sess;
+        if (!iscsi_session_check_cmdsn(s, bhs))
+                return 0;
+        struct iscsi_text_env env = {
+            .type = s->type,
+            .initiator_name = s->initiator,
+            .target_name = s->target_name,
+            .portal = c->portal,
+            .tpgt = c->login_env.tpgt,
+            .max_xmit_dsl = s->params.max_xmit_dsl,
+            .stat_sn = s->stat_sn,
+            .exp_cmdsn = s->exp_cmdsn,
+            .max_cmdsn = iscsi_session_max_cmdsn(s),
+            .for_each_visible = tdm_registry_for_each_visible,
+        };
+        struct iscsi_pdu_reply rep = {0};
+        int rc = iscsi_text_handle(&c->text, &env, bhs, data, len, &rep);
+        if (rc < 0) {
+                iscsi_send_reject(c, bhs, ISCSI_REJECT_PROTOCOL_ERROR);
+                return 0;
+        }
+        struct iscsi_tx *tx = iscsi_tx_alloc(c);
+        if (!tx) {
+                iscsi_pdu_reply_free(&rep);
+                return 0;
+        }
+        memcpy(tx->hdr, rep.bhs, ISCSI_BHS_LEN);
+        iscsi_fill_sn(c, tx->hdr, true);
+        tx->owned = rep.data;
+        tx->data = rep.data;
+        tx->data_len = rep.data_len;
+        tx->close_after = rep.close_after;
+        iscsi_tx_seal(c, tx);
+        iscsi_tx_queue(c, tx);
+        return 0;
 }

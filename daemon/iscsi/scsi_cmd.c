@@ -10,452 +10,455 @@
 #include "iscsi/conn.h"
 #include "tandem/log.h"
 
-#define ISCSI_CMD_F 0x80
-#define ISCSI_CMD_R 0x40
-#define ISCSI_CMD_W 0x20
+#define ISCSI_CMD_F      0x80
+#define ISCSI_CMD_R      0x40
+#define ISCSI_CMD_W      0x20
 #define AHS_EXTENDED_CDB 1
 
 static struct iscsi_task *task_get(struct iscsi_conn *c)
 {
-	struct iscsi_task *t = c->task_free;
-	if (t) {
-		c->task_free = t->free_next;
-		memset(t, 0, sizeof(*t));
-	} else {
-		t = calloc(1, sizeof(*t));
-		if (!t)
-			return NULL;
-	}
-	t->conn = c;
-	c->tasks_active++;
-	return t;
+        struct iscsi_task *t = c->task_free;
+        if (t) {
+                c->task_free = t->free_next;
+                memset(t, 0, sizeof(*t));
+        } else {
+                t = calloc(1, sizeof(*t));
+                if (!t)
+                        return NULL;
+        }
+        t->conn = c;
+        c->tasks_active++;
+        return t;
 }
 
 void iscsi_task_put(struct iscsi_conn *c, struct iscsi_task *t)
 {
-	scsi_task_release(&t->scsi);
-	if (t->scsi.lun)
-		scsi_lun_put(t->scsi.lun);
-	t->scsi.lun = NULL;
-	free(t->wbuf);
-	t->wbuf = NULL;
-	c->collect_bytes -= t->wbuf_size;
-	t->wbuf_size = 0;
-	c->tasks_active--;
-	t->free_next = c->task_free;
-	c->task_free = t;
+        scsi_task_release(&t->scsi);
+        if (t->scsi.lun)
+                scsi_lun_put(t->scsi.lun);
+        t->scsi.lun = NULL;
+        free(t->wbuf);
+        t->wbuf = NULL;
+        c->collect_bytes -= t->wbuf_size;
+        t->wbuf_size = 0;
+        c->tasks_active--;
+        t->free_next = c->task_free;
+        c->task_free = t;
 }
 
 static void task_hash(struct iscsi_conn *c, struct iscsi_task *t)
 {
-	uint32_t b = t->itt % ISCSI_TASK_HASH;
-	t->hash_next = c->tasks[b];
-	c->tasks[b] = t;
-	c->tasks_collecting++;
+        uint32_t b = t->itt % ISCSI_TASK_HASH;
+        t->hash_next = c->tasks[b];
+        c->tasks[b] = t;
+        c->tasks_collecting++;
 }
 
 void iscsi_task_unhash(struct iscsi_conn *c, struct iscsi_task *t)
 {
-	struct iscsi_task **pp = &c->tasks[t->itt % ISCSI_TASK_HASH];
-	while (*pp && *pp != t)
-		pp = &(*pp)->hash_next;
-	if (*pp) {
-		*pp = t->hash_next;
-		c->tasks_collecting--;
-	}
-	t->hash_next = NULL;
+        struct iscsi_task **pp = &c->tasks[t->itt % ISCSI_TASK_HASH];
+        while (*pp && *pp != t)
+                pp = &(*pp)->hash_next;
+        if (*pp) {
+                *pp = t->hash_next;
+                c->tasks_collecting--;
+        }
+        t->hash_next = NULL;
 }
 
 struct iscsi_task *iscsi_task_find(struct iscsi_conn *c, uint32_t itt)
 {
-	for (struct iscsi_task *t = c->tasks[itt % ISCSI_TASK_HASH]; t; t = t->hash_next)
-		if (t->itt == itt)
-			return t;
-	return NULL;
+        for (struct iscsi_task *t = c->tasks[itt % ISCSI_TASK_HASH]; t; t = t->hash_next)
+                if (t->itt == itt)
+                        return t;
+        return NULL;
 }
 
 void iscsi_conn_drop_tasks(struct iscsi_conn *c)
 {
-	for (int b = 0; b < ISCSI_TASK_HASH; b++) {
-		while (c->tasks[b]) {
-			struct iscsi_task *t = c->tasks[b];
-			c->tasks[b] = t->hash_next;
-			c->tasks_collecting--;
-			iscsi_task_put(c, t);
-		}
-	}
+        for (int b = 0; b < ISCSI_TASK_HASH; b++) {
+                while (c->tasks[b]) {
+                        struct iscsi_task *t = c->tasks[b];
+                        c->tasks[b] = t->hash_next;
+                        c->tasks_collecting--;
+                        iscsi_task_put(c, t);
+                }
+        }
 }
 
 static uint64_t now_ns(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* Bytes actually transferred by the command, for residual computation. */
 static uint32_t task_transferred(const struct iscsi_task *t)
 {
-	if (t->scsi.dir & SCSI_DIR_WRITE)
-		return t->scsi.xfer_len;
-	return t->scsi.data_in_len;
+        if (t->scsi.dir & SCSI_DIR_WRITE)
+                return t->scsi.xfer_len;
+        return t->scsi.data_in_len;
 }
 
 static void set_residual(uint8_t *flags, uint8_t *field, uint32_t edtl, uint32_t done,
-			 uint8_t over_bit, uint8_t under_bit)
+                         uint8_t over_bit, uint8_t under_bit)
 {
-	if (done > edtl) {
-		*flags |= over_bit;
-		iscsi_put32(field, done - edtl);
-	} else if (done < edtl) {
-		*flags |= under_bit;
-		iscsi_put32(field, edtl - done);
-	}
+        if (done > edtl) {
+                *flags |= over_bit;
+                iscsi_put32(field, done - edtl);
+        } else if (done < edtl) {
+                *flags |= under_bit;
+                iscsi_put32(field, edtl - done);
+        }
 }
 
 static void send_data_in(struct iscsi_conn *c, struct iscsi_task *t, uint32_t len, bool with_status)
 {
-	uint32_t max = c->sess->params.max_xmit_dsl;
-	uint32_t datasn = 0;
-	for (uint32_t off = 0; off < len; off += max) {
-		uint32_t n = len - off < max ? len - off : max;
-		bool last = off + n >= len;
-		struct iscsi_tx *tx = iscsi_tx_alloc(c);
-		if (!tx)
-			return;
-		uint8_t *h = tx->hdr;
-		h[0] = ISCSI_OP_DATA_IN;
-		iscsi_put32(h + 16, t->itt);
-		iscsi_put32(h + 20, 0xffffffff);
-		iscsi_put32(h + 36, datasn++);
-		iscsi_put32(h + 40, off);
-		if (last) {
-			h[1] = 0x80;
-			if (with_status) {
-				h[1] |= 0x01;
-				h[3] = t->scsi.status;
-				set_residual(&h[1], h + 44, t->edtl, task_transferred(t), 0x04,
-					     0x02);
-				iscsi_fill_sn(c, h, true);
-				tx->task_done = t;
-			} else {
-				iscsi_fill_sn(c, h, false);
-				iscsi_put32(h + 24, 0);
-			}
-		} else {
-			iscsi_fill_sn(c, h, false);
-			iscsi_put32(h + 24, 0);
-		}
-		tx->data = t->scsi.data_in + off;
-		tx->data_len = n;
-		iscsi_tx_seal(c, tx);
-		iscsi_tx_queue(c, tx);
-	}
+        uint32_t max = c->sess->params.max_xmit_dsl;
+        uint32_t datasn = 0;
+        for (uint32_t off = 0; off < len; off += max) {
+                uint32_t n = len - off < max ? len - off : max;
+                bool last = off + n >= len;
+                struct iscsi_tx *tx = iscsi_tx_alloc(c);
+                if (!tx)
+                        return;
+                uint8_t *h = tx->hdr;
+                h[0] = ISCSI_OP_DATA_IN;
+                iscsi_put32(h + 16, t->itt);
+                iscsi_put32(h + 20, 0xffffffff);
+                iscsi_put32(h + 36, datasn++);
+                iscsi_put32(h + 40, off);
+                if (last) {
+                        h[1] = 0x80;
+                        if (with_status) {
+                                h[1] |= 0x01;
+                                h[3] = t->scsi.status;
+                                set_residual(&h[1], h + 44, t->edtl, task_transferred(t), 0x04,
+                                             0x02);
+                                iscsi_fill_sn(c, h, true);
+                                tx->task_done = t;
+                        } else {
+                                iscsi_fill_sn(c, h, false);
+                                iscsi_put32(h + 24, 0);
+                        }
+                } else {
+                        iscsi_fill_sn(c, h, false);
+                        iscsi_put32(h + 24, 0);
+                }
+                tx->data = t->scsi.data_in + off;
+                tx->data_len = n;
+                iscsi_tx_seal(c, tx);
+                iscsi_tx_queue(c, tx);
+        }
 }
 
 static void send_scsi_response(struct iscsi_conn *c, struct iscsi_task *t, uint32_t exp_datasn)
 {
-	struct iscsi_tx *tx = iscsi_tx_alloc(c);
-	if (!tx) {
-		iscsi_task_put(c, t);
-		return;
-	}
-	uint8_t *h = tx->hdr;
-	h[0] = ISCSI_OP_SCSI_RSP;
-	h[1] = 0x80;
-	h[3] = t->scsi.status;
-	iscsi_put32(h + 16, t->itt);
-	iscsi_fill_sn(c, h, true);
-	iscsi_put32(h + 36, exp_datasn);
-	set_residual(&h[1], h + 44, t->edtl, task_transferred(t), 0x04, 0x02);
-	if (t->scsi.sense_len) {
-		/* Sense data lives in the task, which outlives this PDU (task_done). */
-		uint8_t *seg = malloc(2u + t->scsi.sense_len);
-		if (seg) {
-			iscsi_put16(seg, t->scsi.sense_len);
-			memcpy(seg + 2, t->scsi.sense, t->scsi.sense_len);
-			tx->owned = seg;
-			tx->data = seg;
-			tx->data_len = 2u + t->scsi.sense_len;
-		}
-	}
-	tx->task_done = t;
-	iscsi_tx_seal(c, tx);
-	iscsi_tx_queue(c, tx);
+        struct iscsi_tx *tx = iscsi_tx_alloc(c);
+        if (!tx) {
+                iscsi_task_put(c, t);
+                return;
+        }
+        uint8_t *h = tx->hdr;
+        h[0] = ISCSI_OP_SCSI_RSP;
+        h[1] = 0x80;
+        h[3] = t->scsi.status;
+        iscsi_put32(h + 16, t->itt);
+        iscsi_fill_sn(c, h, true);
+        iscsi_put32(h + 36, exp_datasn);
+        set_residual(&h[1], h + 44, t->edtl, task_transferred(t), 0x04, 0x02);
+        if (t->scsi.sense_len) {
+                /* Sense data lives in the task, which outlives this PDU (task_done). */
+                uint8_t *seg = malloc(2u + t->scsi.sense_len);
+                if (seg) {
+                        iscsi_put16(seg, t->scsi.sense_len);
+                        memcpy(seg + 2, t->scsi.sense, t->scsi.sense_len);
+                        tx->owned = seg;
+                        tx->data = seg;
+                        tx->data_len = 2u + t->scsi.sense_len;
+                }
+        }
+        tx->task_done = t;
+        iscsi_tx_seal(c, tx);
+        iscsi_tx_queue(c, tx);
 }
 
 /* Send the result of an executed task; the task is released once its last PDU is sent. */
 static void task_respond(struct iscsi_conn *c, struct iscsi_task *t)
 {
-	uint32_t len = t->scsi.data_in_len;
-	if (len > t->edtl)
-		len = t->edtl;
-	if (!(t->scsi.dir & SCSI_DIR_READ))
-		len = 0;
-	uint32_t datasn = len ? (len + c->sess->params.max_xmit_dsl - 1) / c->sess->params.max_xmit_dsl
-			      : t->r2t_sn;
-	if (len && t->scsi.status == SCSI_STATUS_GOOD) {
-		send_data_in(c, t, len, true);
-		return;
-	}
-	if (len)
-		send_data_in(c, t, len, false);
-	send_scsi_response(c, t, datasn);
+        uint32_t len = t->scsi.data_in_len;
+        if (len > t->edtl)
+                len = t->edtl;
+        if (!(t->scsi.dir & SCSI_DIR_READ))
+                len = 0;
+        uint32_t datasn =
+            len ? (len + c->sess->params.max_xmit_dsl - 1) / c->sess->params.max_xmit_dsl
+                : t->r2t_sn;
+        if (len && t->scsi.status == SCSI_STATUS_GOOD) {
+                send_data_in(c, t, len, true);
+                return;
+        }
+        if (len)
+                send_data_in(c, t, len, false);
+        send_scsi_response(c, t, datasn);
 }
 
 static void task_execute(struct iscsi_conn *c, struct iscsi_task *t)
 {
-	t->scsi.start_ns = now_ns();
-	scsi_task_execute(&t->scsi);
-	if (t->scsi.lun)
-		scsi_lun_record_latency(t->scsi.lun, now_ns() - t->scsi.start_ns);
-	t->state = ISCSI_TASK_DONE;
-	task_respond(c, t);
+        t->scsi.start_ns = now_ns();
+        scsi_task_execute(&t->scsi);
+        if (t->scsi.lun)
+                scsi_lun_record_latency(t->scsi.lun, now_ns() - t->scsi.start_ns);
+        t->state = ISCSI_TASK_DONE;
+        task_respond(c, t);
 }
 
 /* Fail a task before execution with a sense reason. */
 static void task_fail(struct iscsi_conn *c, struct iscsi_task *t, enum scsi_reason reason)
 {
-	scsi_task_set_reason(&t->scsi, reason);
-	t->state = ISCSI_TASK_DONE;
-	send_scsi_response(c, t, 0);
+        scsi_task_set_reason(&t->scsi, reason);
+        t->state = ISCSI_TASK_DONE;
+        send_scsi_response(c, t, 0);
 }
 
 static void send_r2t(struct iscsi_conn *c, struct iscsi_task *t, uint32_t off, uint32_t len)
 {
-	struct iscsi_tx *tx = iscsi_tx_alloc(c);
-	if (!tx)
-		return;
-	uint8_t *h = tx->hdr;
-	h[0] = ISCSI_OP_R2T;
-	h[1] = 0x80;
-	iscsi_lun_encode(h + 8, t->scsi.lun_id);
-	iscsi_put32(h + 16, t->itt);
-	t->ttt_base = c->next_ttt++;
-	if (c->next_ttt == 0xffffffff)
-		c->next_ttt = 1;
-	iscsi_put32(h + 20, t->ttt_base);
-	iscsi_fill_sn(c, h, false);
-	iscsi_put32(h + 36, t->r2t_sn++);
-	iscsi_put32(h + 40, off);
-	iscsi_put32(h + 44, len);
-	iscsi_tx_seal(c, tx);
-	iscsi_tx_queue(c, tx);
+        struct iscsi_tx *tx = iscsi_tx_alloc(c);
+        if (!tx)
+                return;
+        uint8_t *h = tx->hdr;
+        h[0] = ISCSI_OP_R2T;
+        h[1] = 0x80;
+        iscsi_lun_encode(h + 8, t->scsi.lun_id);
+        iscsi_put32(h + 16, t->itt);
+        t->ttt_base = c->next_ttt++;
+        if (c->next_ttt == 0xffffffff)
+                c->next_ttt = 1;
+        iscsi_put32(h + 20, t->ttt_base);
+        iscsi_fill_sn(c, h, false);
+        iscsi_put32(h + 36, t->r2t_sn++);
+        iscsi_put32(h + 40, off);
+        iscsi_put32(h + 44, len);
+        iscsi_tx_seal(c, tx);
+        iscsi_tx_queue(c, tx);
 }
 
 /* Solicit the next bursts, keeping at most MaxOutstandingR2T in flight. */
 static void task_solicit(struct iscsi_conn *c, struct iscsi_task *t)
 {
-	const struct iscsi_session_params *p = &c->sess->params;
-	while (t->r2t_offset < t->want && t->r2t_outstanding < p->max_outstanding_r2t) {
-		uint32_t len = t->want - t->r2t_offset;
-		if (len > p->max_burst)
-			len = p->max_burst;
-		send_r2t(c, t, t->r2t_offset, len);
-		t->r2t_offset += len;
-		t->r2t_outstanding++;
-	}
+        const struct iscsi_session_params *p = &c->sess->params;
+        while (t->r2t_offset < t->want && t->r2t_outstanding < p->max_outstanding_r2t) {
+                uint32_t len = t->want - t->r2t_offset;
+                if (len > p->max_burst)
+                        len = p->max_burst;
+                send_r2t(c, t, t->r2t_offset, len);
+                t->r2t_offset += len;
+                t->r2t_outstanding++;
+        }
 }
 
 static bool task_data_complete(const struct iscsi_task *t)
 {
-	return t->received >= t->want && t->received >= t->unsolicited_end;
+        return t->received >= t->want && t->received >= t->unsolicited_end;
 }
 
 static int cmd_decode_cdb(struct iscsi_conn *c, struct iscsi_task *t, const uint8_t *bhs)
 {
-	memcpy(t->scsi.cdb, bhs + 32, 16);
-	t->scsi.cdb_len = 16;
-	uint32_t ahs_len = iscsi_bhs_ahs_len(bhs);
-	const uint8_t *ahs = bhs + ISCSI_BHS_LEN;
-	while (ahs_len >= 4) {
-		uint16_t len = iscsi_get16(ahs);
-		uint32_t seg = (4u + len + 3u) & ~3u;
-		if (seg > ahs_len) {
-			log_warn("%s: AHS length %u overruns TotalAHSLength", c->peer, len);
-			return -EPROTO;
-		}
-		if (ahs[2] == AHS_EXTENDED_CDB && len >= 1 && len - 1 <= SCSI_CDB_MAX - 16) {
-			memcpy(t->scsi.cdb + 16, ahs + 4, len - 1u);
-			t->scsi.cdb_len = (uint8_t)(16 + len - 1);
-		}
-		ahs += seg;
-		ahs_len -= seg;
-	}
-	return 0;
+        memcpy(t->scsi.cdb, bhs + 32, 16);
+        t->scsi.cdb_len = 16;
+        uint32_t ahs_len = iscsi_bhs_ahs_len(bhs);
+        const uint8_t *ahs = bhs + ISCSI_BHS_LEN;
+        while (ahs_len >= 4) {
+                uint16_t len = iscsi_get16(ahs);
+                uint32_t seg = (4u + len + 3u) & ~3u;
+                if (seg > ahs_len) {
+                        log_warn("%s: AHS length %u overruns TotalAHSLength", c->peer, len);
+                        return -EPROTO;
+                }
+                if (ahs[2] == AHS_EXTENDED_CDB && len >= 1 && len - 1 <= SCSI_CDB_MAX - 16) {
+                        memcpy(t->scsi.cdb + 16, ahs + 4, len - 1u);
+                        t->scsi.cdb_len = (uint8_t)(16 + len - 1);
+                }
+                ahs += seg;
+                ahs_len -= seg;
+        }
+        return 0;
 }
 
 int iscsi_scsi_cmd(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data, uint32_t len)
 {
-	struct iscsi_session *s = c->sess;
-	if (!iscsi_session_check_cmdsn(s, bhs))
-		return 0;
-	uint32_t itt = iscsi_bhs_itt(bhs);
-	if (iscsi_task_find(c, itt)) {
-		log_warn("%s: ITT 0x%x already in use: rejected", c->peer, itt);
-		iscsi_send_reject(c, bhs, ISCSI_REJECT_TASK_IN_PROGRESS);
-		return 0;
-	}
-	struct iscsi_task *t = task_get(c);
-	if (!t) {
-		iscsi_send_reject(c, bhs, ISCSI_REJECT_OUT_OF_RESOURCES);
-		return 0;
-	}
-	t->itt = itt;
-	t->cmdsn = iscsi_get32(bhs + 24);
-	t->edtl = iscsi_get32(bhs + 20);
-	t->immediate = iscsi_bhs_immediate(bhs);
-	t->scsi.dir = (uint8_t)(((bhs[1] & ISCSI_CMD_R) ? SCSI_DIR_READ : 0) |
-				((bhs[1] & ISCSI_CMD_W) ? SCSI_DIR_WRITE : 0));
-	t->scsi.expected_len = t->edtl;
-	t->scsi.nexus = &s->nexus;
-	t->scsi.target = s->target;
-	if (cmd_decode_cdb(c, t, bhs) < 0) {
-		iscsi_task_put(c, t);
-		iscsi_send_reject(c, bhs, ISCSI_REJECT_INVALID_PDU_FIELD);
-		return 0;
-	}
-	uint64_t lun_id = 0;
-	if (iscsi_lun_decode(bhs + 8, &lun_id)) {
-		t->scsi.lun_id = lun_id;
-		t->scsi.lun = iscsi_session_lun(s, lun_id);
-	} else {
-		t->scsi.lun_id = UINT64_MAX;
-	}
+        struct iscsi_session *s = c->sess;
+        if (!iscsi_session_check_cmdsn(s, bhs))
+                return 0;
+        uint32_t itt = iscsi_bhs_itt(bhs);
+        if (iscsi_task_find(c, itt)) {
+                log_warn("%s: ITT 0x%x already in use: rejected", c->peer, itt);
+                iscsi_send_reject(c, bhs, ISCSI_REJECT_TASK_IN_PROGRESS);
+                return 0;
+        }
+        struct iscsi_task *t = task_get(c);
+        if (!t) {
+                iscsi_send_reject(c, bhs, ISCSI_REJECT_OUT_OF_RESOURCES);
+                return 0;
+        }
+        t->itt = itt;
+        t->cmdsn = iscsi_get32(bhs + 24);
+        t->edtl = iscsi_get32(bhs + 20);
+        t->immediate = iscsi_bhs_immediate(bhs);
+        t->scsi.dir = (uint8_t)(((bhs[1] & ISCSI_CMD_R) ? SCSI_DIR_READ : 0) |
+                                ((bhs[1] & ISCSI_CMD_W) ? SCSI_DIR_WRITE : 0));
+        t->scsi.expected_len = t->edtl;
+        t->scsi.nexus = &s->nexus;
+        t->scsi.target = s->target;
+        if (cmd_decode_cdb(c, t, bhs) < 0) {
+                iscsi_task_put(c, t);
+                iscsi_send_reject(c, bhs, ISCSI_REJECT_INVALID_PDU_FIELD);
+                return 0;
+        }
+        uint64_t lun_id = 0;
+        if (iscsi_lun_decode(bhs + 8, &lun_id)) {
+                t->scsi.lun_id = lun_id;
+                t->scsi.lun = iscsi_session_lun(s, lun_id);
+        } else {
+                t->scsi.lun_id = UINT64_MAX;
+        }
 
-	if (len && !(t->scsi.dir & SCSI_DIR_WRITE)) {
-		log_warn("%s: immediate data on a command without W bit: rejected", c->peer);
-		iscsi_task_put(c, t);
-		iscsi_send_reject(c, bhs, ISCSI_REJECT_PROTOCOL_ERROR);
-		return 0;
-	}
-	if (!(t->scsi.dir & SCSI_DIR_WRITE)) {
-		task_execute(c, t);
-		return 0;
-	}
+        if (len && !(t->scsi.dir & SCSI_DIR_WRITE)) {
+                log_warn("%s: immediate data on a command without W bit: rejected", c->peer);
+                iscsi_task_put(c, t);
+                iscsi_send_reject(c, bhs, ISCSI_REJECT_PROTOCOL_ERROR);
+                return 0;
+        }
+        if (!(t->scsi.dir & SCSI_DIR_WRITE)) {
+                task_execute(c, t);
+                return 0;
+        }
 
-	const struct iscsi_session_params *p = &s->params;
-	if (len > t->edtl || (len && !p->immediate_data) || len > p->first_burst) {
-		log_warn("%s: immediate data of %u bytes breaks the negotiated limits: rejected",
-			 c->peer, len);
-		iscsi_task_put(c, t);
-		iscsi_send_reject(c, bhs, ISCSI_REJECT_PROTOCOL_ERROR);
-		return 0;
-	}
-	/* Unsolicited data the initiator will send whatever we answer. */
-	t->unsolicited_end = len;
-	if (!(bhs[1] & ISCSI_CMD_F) && !p->initial_r2t) {
-		uint32_t fb = p->first_burst < t->edtl ? p->first_burst : t->edtl;
-		if (fb > len)
-			t->unsolicited_end = fb;
-	}
-	if (t->edtl > ISCSI_MAX_XFER) {
-		log_warn("%s: expected data transfer length %u is above our limit", c->peer,
-			 t->edtl);
-		t->scsi.field.byte = 0;
-		task_fail(c, t, SR_INVALID_FIELD_CDB);
-		return 0;
-	}
-	uint32_t need = scsi_cdb_data_out_len(t->scsi.cdb, t->scsi.lun);
-	t->want = need < t->edtl ? need : t->edtl;
+        const struct iscsi_session_params *p = &s->params;
+        if (len > t->edtl || (len && !p->immediate_data) || len > p->first_burst) {
+                log_warn("%s: immediate data of %u bytes breaks the negotiated limits: rejected",
+                         c->peer, len);
+                iscsi_task_put(c, t);
+                iscsi_send_reject(c, bhs, ISCSI_REJECT_PROTOCOL_ERROR);
+                return 0;
+        }
+        /* Unsolicited data the initiator will send whatever we answer. */
+        t->unsolicited_end = len;
+        if (!(bhs[1] & ISCSI_CMD_F) && !p->initial_r2t) {
+                uint32_t fb = p->first_burst < t->edtl ? p->first_burst : t->edtl;
+                if (fb > len)
+                        t->unsolicited_end = fb;
+        }
+        if (t->edtl > ISCSI_MAX_XFER) {
+                log_warn("%s: expected data transfer length %u is above our limit", c->peer,
+                         t->edtl);
+                t->scsi.field.byte = 0;
+                task_fail(c, t, SR_INVALID_FIELD_CDB);
+                return 0;
+        }
+        uint32_t need = scsi_cdb_data_out_len(t->scsi.cdb, t->scsi.lun);
+        t->want = need < t->edtl ? need : t->edtl;
 
-	if (len >= t->want && t->unsolicited_end <= len) {
-		/* All data came with the command: execute straight from the receive buffer. */
-		t->scsi.data_out = (uint8_t *)data;
-		t->scsi.data_out_len = len;
-		t->received = len;
-		task_execute(c, t);
-		t->scsi.data_out = NULL;
-		return 0;
-	}
-	uint32_t bufsz = t->want > t->unsolicited_end ? t->want : t->unsolicited_end;
-	if (c->collect_bytes + bufsz > ISCSI_COLLECT_MAX ||
-	    c->tasks_collecting >= ISCSI_COLLECTING_MAX) {
-		/* Too much write data held for this initiator: it retries when some completes. */
-		if (c->refused_full++ % 1024 == 0)
-			log_warn("%s: %s: TASK SET FULL (%llu refused on this connection)", c->peer,
-				 c->tasks_collecting >= ISCSI_COLLECTING_MAX
-					 ? "too many writes waiting for data"
-					 : "too much write data being collected",
-				 (unsigned long long)c->refused_full);
-		task_fail(c, t, SR_TASK_SET_FULL);
-		return 0;
-	}
-	t->wbuf = malloc(bufsz ? bufsz : 1);
-	if (!t->wbuf) {
-		task_fail(c, t, SR_INTERNAL_ERROR);
-		return 0;
-	}
-	t->wbuf_size = bufsz;
-	c->collect_bytes += bufsz;
-	memcpy(t->wbuf, data, len);
-	t->received = len;
-	t->r2t_offset = t->unsolicited_end > t->want ? t->want : t->unsolicited_end;
-	t->state = ISCSI_TASK_COLLECTING;
-	task_hash(c, t);
-	task_solicit(c, t);
-	return 0;
+        if (len >= t->want && t->unsolicited_end <= len) {
+                /* All data came with the command: execute straight from the receive buffer. */
+                t->scsi.data_out = (uint8_t *)data;
+                t->scsi.data_out_len = len;
+                t->received = len;
+                task_execute(c, t);
+                t->scsi.data_out = NULL;
+                return 0;
+        }
+        uint32_t bufsz = t->want > t->unsolicited_end ? t->want : t->unsolicited_end;
+        if (c->collect_bytes + bufsz > ISCSI_COLLECT_MAX ||
+            c->tasks_collecting >= ISCSI_COLLECTING_MAX) {
+                /* Too much write data held for this initiator: it retries when some completes. */
+                if (c->refused_full++ % 1024 == 0)
+                        log_warn("%s: %s: TASK SET FULL (%llu refused on this connection)", c->peer,
+                                 c->tasks_collecting >= ISCSI_COLLECTING_MAX
+                                     ? "too many writes waiting for data"
+                                     : "too much write data being collected",
+                                 (unsigned long long)c->refused_full);
+                task_fail(c, t, SR_TASK_SET_FULL);
+                return 0;
+        }
+        t->wbuf = malloc(bufsz ? bufsz : 1);
+        if (!t->wbuf) {
+                task_fail(c, t, SR_INTERNAL_ERROR);
+                return 0;
+        }
+        t->wbuf_size = bufsz;
+        c->collect_bytes += bufsz;
+        memcpy(t->wbuf, data, len);
+        t->received = len;
+        t->r2t_offset = t->unsolicited_end > t->want ? t->want : t->unsolicited_end;
+        t->state = ISCSI_TASK_COLLECTING;
+        task_hash(c, t);
+        task_solicit(c, t);
+        return 0;
 }
 
 struct iscsi_task *iscsi_data_out_task(struct iscsi_conn *c, const uint8_t *bhs, uint32_t len)
 {
-	uint32_t itt = iscsi_bhs_itt(bhs);
-	struct iscsi_task *t = iscsi_task_find(c, itt);
-	if (!t) {
-		/* Unsolicited data for a command we already answered (or aborted). */
-		log_debug("%s: Data-Out for unknown ITT 0x%x ignored", c->peer, itt);
-		return NULL;
-	}
-	uint32_t ttt = iscsi_get32(bhs + 20);
-	uint32_t off = iscsi_get32(bhs + 40);
-	uint32_t bufsz = t->want > t->unsolicited_end ? t->want : t->unsolicited_end;
-	if (off != t->received || len > bufsz - off) {
-		log_warn("%s: Data-Out offset %u length %u out of sequence (have %u of %u): rejected",
-			 c->peer, off, len, t->received, bufsz);
-		iscsi_send_reject(c, bhs, ISCSI_REJECT_PROTOCOL_ERROR);
-		return NULL;
-	}
-	if (ttt == 0xffffffff && off + len > t->unsolicited_end) {
-		log_warn("%s: unsolicited Data-Out beyond FirstBurstLength: rejected", c->peer);
-		iscsi_send_reject(c, bhs, ISCSI_REJECT_PROTOCOL_ERROR);
-		return NULL;
-	}
-	uint32_t datasn = iscsi_get32(bhs + 36);
-	if (datasn != t->exp_datasn) {
-		/* ErrorRecoveryLevel 0 cannot recover a sequence: the command fails. */
-		log_warn("%s: Data-Out DataSN %u where %u was due (ITT 0x%x): command aborted",
-			 c->peer, datasn, t->exp_datasn, itt);
-		iscsi_task_unhash(c, t);
-		task_fail(c, t, SR_ABORTED_COMMAND);
-		return NULL;
-	}
-	/* DataSN counts within a sequence; DataSequenceInOrder makes sequences follow each other. */
-	t->exp_datasn = iscsi_bhs_final(bhs) ? 0 : datasn + 1;
-	return t;
+        uint32_t itt = iscsi_bhs_itt(bhs);
+        struct iscsi_task *t = iscsi_task_find(c, itt);
+        if (!t) {
+                /* Unsolicited data for a command we already answered (or aborted). */
+                log_debug("%s: Data-Out for unknown ITT 0x%x ignored", c->peer, itt);
+                return NULL;
+        }
+        uint32_t ttt = iscsi_get32(bhs + 20);
+        uint32_t off = iscsi_get32(bhs + 40);
+        uint32_t bufsz = t->want > t->unsolicited_end ? t->want : t->unsolicited_end;
+        if (off != t->received || len > bufsz - off) {
+                log_warn(
+                    "%s: Data-Out offset %u length %u out of sequence (have %u of %u): rejected",
+                    c->peer, off, len, t->received, bufsz);
+                iscsi_send_reject(c, bhs, ISCSI_REJECT_PROTOCOL_ERROR);
+                return NULL;
+        }
+        if (ttt == 0xffffffff && off + len > t->unsolicited_end) {
+                log_warn("%s: unsolicited Data-Out beyond FirstBurstLength: rejected", c->peer);
+                iscsi_send_reject(c, bhs, ISCSI_REJECT_PROTOCOL_ERROR);
+                return NULL;
+        }
+        uint32_t datasn = iscsi_get32(bhs + 36);
+        if (datasn != t->exp_datasn) {
+                /* ErrorRecoveryLevel 0 cannot recover a sequence: the command fails. */
+                log_warn("%s: Data-Out DataSN %u where %u was due (ITT 0x%x): command aborted",
+                         c->peer, datasn, t->exp_datasn, itt);
+                iscsi_task_unhash(c, t);
+                task_fail(c, t, SR_ABORTED_COMMAND);
+                return NULL;
+        }
+        /* DataSN counts within a sequence; DataSequenceInOrder makes sequences follow each other.
+         */
+        t->exp_datasn = iscsi_bhs_final(bhs) ? 0 : datasn + 1;
+        return t;
 }
 
 void iscsi_data_out_landed(struct iscsi_conn *c, struct iscsi_task *t, const uint8_t *bhs,
-			   uint32_t len)
+                           uint32_t len)
 {
-	t->received += len;
-	if (iscsi_get32(bhs + 20) != 0xffffffff && iscsi_bhs_final(bhs) && t->r2t_outstanding > 0) {
-		t->r2t_outstanding--;
-		task_solicit(c, t);
-	}
-	if (!task_data_complete(t))
-		return;
-	iscsi_task_unhash(c, t);
-	t->scsi.data_out = t->wbuf;
-	t->scsi.data_out_len = t->received < t->want ? t->received : t->want;
-	task_execute(c, t);
+        t->received += len;
+        if (iscsi_get32(bhs + 20) != 0xffffffff && iscsi_bhs_final(bhs) && t->r2t_outstanding > 0) {
+                t->r2t_outstanding--;
+                task_solicit(c, t);
+        }
+        if (!task_data_complete(t))
+                return;
+        iscsi_task_unhash(c, t);
+        t->scsi.data_out = t->wbuf;
+        t->scsi.data_out_len = t->received < t->want ? t->received : t->want;
+        task_execute(c, t);
 }
 
 int iscsi_data_out(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data, uint32_t len)
 {
-	struct iscsi_task *t = iscsi_data_out_task(c, bhs, len);
-	if (!t)
-		return 0;
-	memcpy(t->wbuf + t->received, data, len);
-	iscsi_data_out_landed(c, t, bhs, len);
-	return 0;
+        struct iscsi_task *t = iscsi_data_out_task(c, bhs, len);
+        if (!t)
+                return 0;
+        memcpy(t->wbuf + t->received, data, len);
+        iscsi_data_out_landed(c, t, bhs, len);
+        return 0;
 }

@@ -90,8 +90,7 @@ static void add_target(void *arg, const char *iqn, uint16_t tpgt)
         struct target_list *tl = arg;
         /* The target's own portal group tag: login declares the same one (login.c). */
         iscsi_text_buf_add(tl->out, "TargetName", iqn);
-        iscsi_text_buf_addf(tl->out, "TargetAddress", "%s,%u", tl->portal,
-                            tpgt ? tpgt : tl->tpgt);
+        iscsi_text_buf_addf(tl->out, "TargetAddress", "%s,%u", tl->portal, tpgt ? tpgt : tl->tpgt);
 }
 
 /*

@@ -20,7 +20,7 @@
 #define SCSI_MAX_WS_BYTES            SCSI_MAX_XFER_BYTES /* MAXIMUM WRITE SAME LENGTH, in bytes */
 #define SCSI_MAX_UNMAP_BLOCKS        (1024u * 1024)      /* MAXIMUM UNMAP LBA COUNT */
 #define SCSI_MAX_UNMAP_DESCRIPTORS   256u                /* MAXIMUM UNMAP BLOCK DESCRIPTOR COUNT */
-#define SCSI_GRANULARITY_BYTES       4096u /* page / filesystem block: alignment hint */
+#define SCSI_GRANULARITY_BYTES       4096u  /* page / filesystem block: alignment hint */
 #define SCSI_MAX_PHYS_BLOCK_BYTES    65536u /* largest physical block a LUN may report */
 #define SCSI_GET_LBA_STATUS_MAX_DESC 64u
 #define SCSI_MAX_ATOMIC_BYTES        (1024u * 1024) /* WRITE ATOMIC with a journal, in bytes */

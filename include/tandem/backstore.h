@@ -10,25 +10,26 @@
 #include <sys/uio.h>
 
 struct bs_dev {
-	int fd;
-	char path[4096];
-	uint64_t size;
-	bool is_blockdev;
-	bool direct; /* opened with O_DIRECT */
-	/* Group commit: every write bumps write_seq; a flush makes durable all seqs <= its start. */
-	atomic_uint_fast64_t write_seq;
-	pthread_mutex_t flush_lock;
-	pthread_cond_t flush_cond;
-	uint64_t durable_seq; /* all writes up to this seq are durable */
-	bool flushing;
-	uint64_t flush_count; /* fdatasync calls actually made (for tests) */
+        int fd;
+        char path[4096];
+        uint64_t size;
+        bool is_blockdev;
+        bool direct; /* opened with O_DIRECT */
+        /* Group commit: every write bumps write_seq; a flush makes durable all seqs <= its start.
+         */
+        atomic_uint_fast64_t write_seq;
+        pthread_mutex_t flush_lock;
+        pthread_cond_t flush_cond;
+        uint64_t durable_seq; /* all writes up to this seq are durable */
+        bool flushing;
+        uint64_t flush_count; /* fdatasync calls actually made (for tests) */
 };
 
 struct bs_open_opts {
-	uint64_t create_size; /* > 0: create (sparse) or grow a regular file to this size */
-	bool direct;          /* O_DIRECT */
-	bool must_exist;
-	bool read_only;       /* O_RDONLY: never written, created or grown (create_size 0) */
+        uint64_t create_size; /* > 0: create (sparse) or grow a regular file to this size */
+        bool direct;          /* O_DIRECT */
+        bool must_exist;
+        bool read_only; /* O_RDONLY: never written, created or grown (create_size 0) */
 };
 
 /* All return 0 or a negative errno. */
@@ -48,7 +49,7 @@ int bs_write_zeroes(struct bs_dev *bs, uint64_t off, uint64_t len);
  * of the run with that status starting at off (capped at max_len).
  */
 int bs_lba_status(struct bs_dev *bs, uint64_t off, uint64_t max_len, bool *mapped,
-		  uint64_t *run_len);
+                  uint64_t *run_len);
 /* Re-read the size (after the admin grew the file or LV). */
 int bs_refresh_size(struct bs_dev *bs);
 /* The size the file or device has now, as the kernel reports it; bs->size is left alone. */

@@ -10,19 +10,19 @@
 
 #include "tandem/backstore.h"
 
-#define SCSI_MAX_LUNS 256
+#define SCSI_MAX_LUNS  256
 #define SCSI_SENSE_MAX 32
-#define SCSI_CDB_MAX 32
+#define SCSI_CDB_MAX   32
 
 /* SCSI status bytes. */
 enum scsi_status {
-	SCSI_STATUS_GOOD = 0x00,
-	SCSI_STATUS_CHECK_CONDITION = 0x02,
-	SCSI_STATUS_CONDITION_MET = 0x04,
-	SCSI_STATUS_BUSY = 0x08,
-	SCSI_STATUS_RESERVATION_CONFLICT = 0x18,
-	SCSI_STATUS_TASK_SET_FULL = 0x28,
-	SCSI_STATUS_TASK_ABORTED = 0x40,
+        SCSI_STATUS_GOOD = 0x00,
+        SCSI_STATUS_CHECK_CONDITION = 0x02,
+        SCSI_STATUS_CONDITION_MET = 0x04,
+        SCSI_STATUS_BUSY = 0x08,
+        SCSI_STATUS_RESERVATION_CONFLICT = 0x18,
+        SCSI_STATUS_TASK_SET_FULL = 0x28,
+        SCSI_STATUS_TASK_ABORTED = 0x40,
 };
 
 /*
@@ -30,42 +30,42 @@ enum scsi_status {
  * is the only place that turns a reason into status and sense bytes.
  */
 enum scsi_reason {
-	SCSI_OK = 0,
-	SR_INVALID_OPCODE,          /* 05/20/00 */
-	SR_INVALID_FIELD_CDB,       /* 05/24/00, with field pointer */
-	SR_INVALID_FIELD_PARAM,     /* 05/26/00, with field pointer */
-	SR_PARAM_LIST_LENGTH_ERROR, /* 05/1A/00 */
-	SR_LBA_OUT_OF_RANGE,        /* 05/21/00 */
-	SR_LUN_NOT_SUPPORTED,       /* 05/25/00 */
-	SR_INVALID_RELEASE_OF_PR,   /* 05/26/04 */
-	SR_SAVING_PARAMS_UNSUP,     /* 05/39/00 */
-	SR_MEDIUM_REMOVAL_PREVENTED, /* 05/53/02 */
-	SR_NOT_READY_MANUAL,        /* 02/04/03 */
-	SR_NOT_READY_STANDBY,       /* 02/04/0B (ALUA standby) */
-	SR_NOT_READY_UNAVAILABLE,   /* 02/04/0C */
-	SR_NOT_READY_TRANSITION,    /* 02/04/0A */
-	SR_MEDIUM_NOT_PRESENT,      /* 02/3A/00 */
-	SR_READ_ERROR,              /* 03/11/00 */
-	SR_WRITE_ERROR,             /* 03/0C/00 */
-	SR_SPACE_ALLOC_FAILED,      /* 07/27/07 */
-	SR_WRITE_PROTECTED,         /* 07/27/00 */
-	SR_MISCOMPARE_VERIFY,       /* 0E/1D/00 */
-	SR_UA_POWER_ON_RESET,       /* 06/29/00 */
-	SR_UA_BUS_DEVICE_RESET,     /* 06/29/03 (LUN reset) */
-	SR_UA_TARGET_RESET,         /* 06/29/02 (target warm reset) */
-	SR_UA_MODE_PARAMS_CHANGED,  /* 06/2A/01 */
-	SR_UA_CAPACITY_CHANGED,     /* 06/2A/09 */
-	SR_UA_LUNS_CHANGED,         /* 06/3F/0E */
-	SR_UA_ALUA_STATE_CHANGED,   /* 06/2A/06 */
-	SR_UA_RESERVATIONS_PREEMPTED, /* 06/2A/03 */
-	SR_UA_RESERVATIONS_RELEASED, /* 06/2A/04 */
-	SR_UA_REGISTRATIONS_PREEMPTED, /* 06/2A/05 */
-	SR_RESERVATION_CONFLICT,    /* status 0x18, no sense */
-	SR_TASK_SET_FULL,           /* status 0x28, no sense */
-	SR_BUSY,                    /* status 0x08, no sense */
-	SR_ABORTED_COMMAND,         /* 0B/00/00 */
-	SR_INTERNAL_ERROR,          /* 04/44/00 */
-	SR_COUNT
+        SCSI_OK = 0,
+        SR_INVALID_OPCODE,             /* 05/20/00 */
+        SR_INVALID_FIELD_CDB,          /* 05/24/00, with field pointer */
+        SR_INVALID_FIELD_PARAM,        /* 05/26/00, with field pointer */
+        SR_PARAM_LIST_LENGTH_ERROR,    /* 05/1A/00 */
+        SR_LBA_OUT_OF_RANGE,           /* 05/21/00 */
+        SR_LUN_NOT_SUPPORTED,          /* 05/25/00 */
+        SR_INVALID_RELEASE_OF_PR,      /* 05/26/04 */
+        SR_SAVING_PARAMS_UNSUP,        /* 05/39/00 */
+        SR_MEDIUM_REMOVAL_PREVENTED,   /* 05/53/02 */
+        SR_NOT_READY_MANUAL,           /* 02/04/03 */
+        SR_NOT_READY_STANDBY,          /* 02/04/0B (ALUA standby) */
+        SR_NOT_READY_UNAVAILABLE,      /* 02/04/0C */
+        SR_NOT_READY_TRANSITION,       /* 02/04/0A */
+        SR_MEDIUM_NOT_PRESENT,         /* 02/3A/00 */
+        SR_READ_ERROR,                 /* 03/11/00 */
+        SR_WRITE_ERROR,                /* 03/0C/00 */
+        SR_SPACE_ALLOC_FAILED,         /* 07/27/07 */
+        SR_WRITE_PROTECTED,            /* 07/27/00 */
+        SR_MISCOMPARE_VERIFY,          /* 0E/1D/00 */
+        SR_UA_POWER_ON_RESET,          /* 06/29/00 */
+        SR_UA_BUS_DEVICE_RESET,        /* 06/29/03 (LUN reset) */
+        SR_UA_TARGET_RESET,            /* 06/29/02 (target warm reset) */
+        SR_UA_MODE_PARAMS_CHANGED,     /* 06/2A/01 */
+        SR_UA_CAPACITY_CHANGED,        /* 06/2A/09 */
+        SR_UA_LUNS_CHANGED,            /* 06/3F/0E */
+        SR_UA_ALUA_STATE_CHANGED,      /* 06/2A/06 */
+        SR_UA_RESERVATIONS_PREEMPTED,  /* 06/2A/03 */
+        SR_UA_RESERVATIONS_RELEASED,   /* 06/2A/04 */
+        SR_UA_REGISTRATIONS_PREEMPTED, /* 06/2A/05 */
+        SR_RESERVATION_CONFLICT,       /* status 0x18, no sense */
+        SR_TASK_SET_FULL,              /* status 0x28, no sense */
+        SR_BUSY,                       /* status 0x08, no sense */
+        SR_ABORTED_COMMAND,            /* 0B/00/00 */
+        SR_INTERNAL_ERROR,             /* 04/44/00 */
+        SR_COUNT
 };
 
 /*
@@ -73,79 +73,80 @@ enum scsi_reason {
  * which byte (and optionally which bit) of the CDB or parameter list is wrong.
  */
 struct scsi_field_ptr {
-	uint16_t byte;
-	uint8_t bit;   /* 0..7 */
-	bool bit_valid;
+        uint16_t byte;
+        uint8_t bit; /* 0..7 */
+        bool bit_valid;
 };
 
 /* Unit attention conditions, tracked per I_T nexus by generation counters. */
 enum scsi_ua_kind {
-	SCSI_UA_LUN_RESET = 0,
-	SCSI_UA_MODE_CHANGED,
-	SCSI_UA_CAPACITY_CHANGED,
-	SCSI_UA_ALUA_CHANGED,
-	SCSI_UA_KINDS
+        SCSI_UA_LUN_RESET = 0,
+        SCSI_UA_MODE_CHANGED,
+        SCSI_UA_CAPACITY_CHANGED,
+        SCSI_UA_ALUA_CHANGED,
+        SCSI_UA_KINDS
 };
 
 struct scsi_lun_stats {
-	atomic_uint_fast64_t reads, writes, other;
-	atomic_uint_fast64_t read_bytes, write_bytes;
-	atomic_uint_fast64_t errors;
-	/* Latency histogram: bucket i counts commands with latency < 2^i microseconds (last: rest). */
-	atomic_uint_fast64_t lat_hist[24];
+        atomic_uint_fast64_t reads, writes, other;
+        atomic_uint_fast64_t read_bytes, write_bytes;
+        atomic_uint_fast64_t errors;
+        /* Latency histogram: bucket i counts commands with latency < 2^i microseconds (last: rest).
+         */
+        atomic_uint_fast64_t lat_hist[24];
 };
 
 /* One logical unit. Reference counted: tasks in flight hold a reference. */
 struct scsi_lun {
-	atomic_int refs;
-	uint64_t id; /* LUN number within its target */
-	struct bs_dev *bs;
-	uint32_t block_size;
-	uint8_t lbppb_exponent; /* physical block = block_size << this (READ CAPACITY(16)) */
-	_Atomic uint64_t num_blocks;
-	uint8_t naa[16];      /* NAA IEEE Registered Extended (type 6) designator */
-	char serial[33];      /* unit serial number, VPD 0x80 */
-	char product[17];
-	bool thin;            /* logical block provisioning: UNMAP/WRITE SAME UNMAP allowed */
-	bool read_only;       /* write protected by configuration: every medium change fails */
-	atomic_bool wce;      /* write cache enabled (MODE page 08) */
-	atomic_bool removal_prevented;
-	atomic_uint ua_gen[SCSI_UA_KINDS]; /* bumped when a UA must be raised on every nexus */
-	_Atomic(uint64_t) ua_origin[SCSI_UA_KINDS]; /* nexus id that caused it: it gets no UA */
-	uint16_t rel_port_id; /* relative target port identifier */
-	uint16_t tpg_id;      /* target port group */
-	struct scsi_lun_stats stats;
+        atomic_int refs;
+        uint64_t id; /* LUN number within its target */
+        struct bs_dev *bs;
+        uint32_t block_size;
+        uint8_t lbppb_exponent; /* physical block = block_size << this (READ CAPACITY(16)) */
+        _Atomic uint64_t num_blocks;
+        uint8_t naa[16]; /* NAA IEEE Registered Extended (type 6) designator */
+        char serial[33]; /* unit serial number, VPD 0x80 */
+        char product[17];
+        bool thin;       /* logical block provisioning: UNMAP/WRITE SAME UNMAP allowed */
+        bool read_only;  /* write protected by configuration: every medium change fails */
+        atomic_bool wce; /* write cache enabled (MODE page 08) */
+        atomic_bool removal_prevented;
+        atomic_uint ua_gen[SCSI_UA_KINDS]; /* bumped when a UA must be raised on every nexus */
+        _Atomic(uint64_t) ua_origin[SCSI_UA_KINDS]; /* nexus id that caused it: it gets no UA */
+        uint16_t rel_port_id;                       /* relative target port identifier */
+        uint16_t tpg_id;                            /* target port group */
+        struct scsi_lun_stats stats;
 };
 
 struct scsi_target;
 
 /* Per I_T nexus state (one per iSCSI session). */
 struct scsi_nexus {
-	uint64_t id;              /* unique across the process */
-	struct scsi_target *target;
-	char initiator[224];
-	/* Unit attention bookkeeping, indexed by LUN id. */
-	bool power_on_pending[SCSI_MAX_LUNS];
-	unsigned ua_seen[SCSI_MAX_LUNS][SCSI_UA_KINDS];
-	unsigned luns_gen_seen;
-	/* Sense of the last CHECK CONDITION, returned by REQUEST SENSE. */
-	uint8_t last_sense[SCSI_SENSE_MAX];
-	uint8_t last_sense_len;
+        uint64_t id; /* unique across the process */
+        struct scsi_target *target;
+        char initiator[224];
+        /* Unit attention bookkeeping, indexed by LUN id. */
+        bool power_on_pending[SCSI_MAX_LUNS];
+        unsigned ua_seen[SCSI_MAX_LUNS][SCSI_UA_KINDS];
+        unsigned luns_gen_seen;
+        /* Sense of the last CHECK CONDITION, returned by REQUEST SENSE. */
+        uint8_t last_sense[SCSI_SENSE_MAX];
+        uint8_t last_sense_len;
 };
 
 /* A target: a named set of LUNs. The LUN table can change live (RCU by refcount). */
 struct scsi_target {
-	atomic_int refs;
-	char iqn[224];
-	char alias[256];
-	uint16_t tpgt;
-	pthread_mutex_t lun_lock; /* writers only; readers use scsi_target_get_lun() */
-	_Atomic(struct scsi_lun *) luns[SCSI_MAX_LUNS];
-	atomic_uint luns_gen; /* bumped on LUN add/del: REPORTED LUNS DATA HAS CHANGED */
+        atomic_int refs;
+        char iqn[224];
+        char alias[256];
+        uint16_t tpgt;
+        pthread_mutex_t lun_lock; /* writers only; readers use scsi_target_get_lun() */
+        _Atomic(struct scsi_lun *) luns[SCSI_MAX_LUNS];
+        atomic_uint luns_gen; /* bumped on LUN add/del: REPORTED LUNS DATA HAS CHANGED */
 };
 
 /* Data direction flags of a task (from the iSCSI header R/W bits). */
-#define SCSI_DIR_READ 0x1
+#define SCSI_DIR_READ  0x1
 #define SCSI_DIR_WRITE 0x2
 
 struct scsi_task;
@@ -156,53 +157,53 @@ typedef void (*scsi_task_done_fn)(struct scsi_task *task);
  * transfer length and (for writes) the data-out buffer, then calls scsi_task_execute().
  */
 struct scsi_task {
-	uint8_t cdb[SCSI_CDB_MAX];
-	uint8_t cdb_len;
-	uint64_t lun_id;
-	struct scsi_lun *lun;     /* NULL if lun_id does not exist (REPORT LUNS/INQUIRY still work) */
-	struct scsi_nexus *nexus;
-	struct scsi_target *target;
-	uint8_t dir;              /* SCSI_DIR_* */
-	uint32_t expected_len;    /* iSCSI expected data transfer length */
+        uint8_t cdb[SCSI_CDB_MAX];
+        uint8_t cdb_len;
+        uint64_t lun_id;
+        struct scsi_lun *lun; /* NULL if lun_id does not exist (REPORT LUNS/INQUIRY still work) */
+        struct scsi_nexus *nexus;
+        struct scsi_target *target;
+        uint8_t dir;           /* SCSI_DIR_* */
+        uint32_t expected_len; /* iSCSI expected data transfer length */
 
-	/* Data out (write data), fully received before execution. */
-	uint8_t *data_out;
-	uint32_t data_out_len;
+        /* Data out (write data), fully received before execution. */
+        uint8_t *data_out;
+        uint32_t data_out_len;
 
-	/*
-	 * Data in, produced by the handler. data_in points either to data_in_inline or to
-	 * a heap buffer the handler allocated (data_in_owned = true; the transport frees it).
-	 * data_in_len is the full length the command produced, before truncation to the
-	 * allocation length / expected length (the transport computes residuals).
-	 */
-	uint8_t *data_in;
-	uint32_t data_in_len;
-	bool data_in_owned;
-	uint8_t data_in_inline[256];
+        /*
+         * Data in, produced by the handler. data_in points either to data_in_inline or to
+         * a heap buffer the handler allocated (data_in_owned = true; the transport frees it).
+         * data_in_len is the full length the command produced, before truncation to the
+         * allocation length / expected length (the transport computes residuals).
+         */
+        uint8_t *data_in;
+        uint32_t data_in_len;
+        bool data_in_owned;
+        uint8_t data_in_inline[256];
 
-	/* Result. */
-	uint8_t status;
-	uint8_t sense[SCSI_SENSE_MAX];
-	uint8_t sense_len;
-	enum scsi_reason reason;
-	struct scsi_field_ptr field;
-	uint64_t info;          /* sense INFORMATION field (e.g. miscompare offset) */
-	bool info_valid;
+        /* Result. */
+        uint8_t status;
+        uint8_t sense[SCSI_SENSE_MAX];
+        uint8_t sense_len;
+        enum scsi_reason reason;
+        struct scsi_field_ptr field;
+        uint64_t info; /* sense INFORMATION field (e.g. miscompare offset) */
+        bool info_valid;
 
-	/* Bytes the CDB says it transfers (set by the handler; for residual computation). */
-	uint32_t xfer_len;
+        /* Bytes the CDB says it transfers (set by the handler; for residual computation). */
+        uint32_t xfer_len;
 
-	uint64_t start_ns;
+        uint64_t start_ns;
 };
 
 /* Flags of an opcode table entry. */
-#define SCSI_F_DATA_IN 0x0001       /* returns data to the initiator */
-#define SCSI_F_DATA_OUT 0x0002      /* takes data from the initiator */
-#define SCSI_F_NEEDS_LUN 0x0004     /* fails with LUN NOT SUPPORTED when the LUN is absent */
-#define SCSI_F_NO_UA 0x0008         /* executes without reporting a pending unit attention */
-#define SCSI_F_OK_ON_STANDBY 0x0010 /* allowed while the LUN's port group is standby */
+#define SCSI_F_DATA_IN                   0x0001 /* returns data to the initiator */
+#define SCSI_F_DATA_OUT                  0x0002 /* takes data from the initiator */
+#define SCSI_F_NEEDS_LUN                 0x0004 /* fails with LUN NOT SUPPORTED when the LUN is absent */
+#define SCSI_F_NO_UA                     0x0008 /* executes without reporting a pending unit attention */
+#define SCSI_F_OK_ON_STANDBY             0x0010 /* allowed while the LUN's port group is standby */
 #define SCSI_F_ALLOWED_UNDER_RESERVATION 0x0020
-#define SCSI_F_WRITES_MEDIUM 0x0040 /* modifies the medium (for replication / write-protect) */
+#define SCSI_F_WRITES_MEDIUM             0x0040 /* modifies the medium (for replication / write-protect) */
 
 typedef enum scsi_reason (*scsi_handler_fn)(struct scsi_task *task);
 
@@ -213,14 +214,14 @@ typedef enum scsi_reason (*scsi_handler_fn)(struct scsi_task *task);
  * bit outside the mask makes the command fail with INVALID FIELD IN CDB.
  */
 struct scsi_opcode_entry {
-	uint8_t opcode;
-	uint16_t service_action;
-	bool has_service_action;
-	uint8_t cdb_len;
-	uint8_t usage[16];
-	uint32_t flags;
-	scsi_handler_fn handler;
-	const char *name;
+        uint8_t opcode;
+        uint16_t service_action;
+        bool has_service_action;
+        uint8_t cdb_len;
+        uint8_t usage[16];
+        uint32_t flags;
+        scsi_handler_fn handler;
+        const char *name;
 };
 
 /* The opcode table (daemon/scsi/opcodes.c). */

@@ -1100,7 +1100,6 @@ START_TEST(test_statsn_wraps)
 }
 END_TEST
 
-
 /* Found by fuzz_login: a security-stage login straight to FFP must not skip our limits. */
 START_TEST(test_security_to_ffp_with_limits_goes_operational)
 {
