@@ -284,22 +284,35 @@ static void login_refuse_oversized(struct iscsi_conn *c, const uint8_t *pdu, uin
         }
 }
 
+/*
+ * One non-blocking receive: > 0 bytes read, 0 when the socket has nothing now,
+ * < 0 on error or when the initiator closed.
+ */
+static ssize_t conn_recv(struct iscsi_conn *c, void *buf, size_t len)
+{
+        for (;;) {
+                ssize_t n = recv(c->fd, buf, len, MSG_DONTWAIT);
+                if (n > 0)
+                        return n;
+                if (n == 0)
+                        return -ECONNRESET;
+                if (errno == EINTR)
+                        continue;
+                if (errno == EAGAIN || errno == EWOULDBLOCK)
+                        return 0;
+                return -errno;
+        }
+}
+
 /* Drop bytes of a refused PDU; returns 1 when done, 0 when more is to come. */
 static int rx_discard(struct iscsi_conn *c)
 {
         uint8_t sink[16384];
         while (c->rx_discard) {
                 size_t want = c->rx_discard < sizeof(sink) ? c->rx_discard : sizeof(sink);
-                ssize_t n = recv(c->fd, sink, want, MSG_DONTWAIT);
-                if (n == 0)
-                        return -ECONNRESET;
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        if (errno == EAGAIN || errno == EWOULDBLOCK)
-                                return 0;
-                        return -errno;
-                }
+                ssize_t n = conn_recv(c, sink, want);
+                if (n <= 0)
+                        return (int)n;
                 c->rx_discard -= (uint32_t)n;
         }
         if (c->discard_reply) {
@@ -345,16 +358,9 @@ static bool rx_start_direct(struct iscsi_conn *c, const uint8_t *pdu, uint32_t a
 static int rx_direct(struct iscsi_conn *c)
 {
         while (c->direct.left) {
-                ssize_t n = recv(c->fd, c->direct.dest, c->direct.left, MSG_DONTWAIT);
-                if (n == 0)
-                        return -ECONNRESET;
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        if (errno == EAGAIN || errno == EWOULDBLOCK)
-                                return 0;
-                        return -errno;
-                }
+                ssize_t n = conn_recv(c, c->direct.dest, c->direct.left);
+                if (n <= 0)
+                        return (int)n;
                 c->direct.dest += n;
                 c->direct.left -= (uint32_t)n;
         }
@@ -484,16 +490,11 @@ int iscsi_conn_on_readable(struct iscsi_conn *c)
                 }
                 if (c->rx_len == c->rx_cap)
                         break;
-                ssize_t n = recv(c->fd, c->rx + c->rx_len, c->rx_cap - c->rx_len, MSG_DONTWAIT);
+                ssize_t n = conn_recv(c, c->rx + c->rx_len, c->rx_cap - c->rx_len);
+                if (n < 0)
+                        return (int)n;
                 if (n == 0)
-                        return -ECONNRESET;
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        if (errno == EAGAIN || errno == EWOULDBLOCK)
-                                break;
-                        return -errno;
-                }
+                        break;
                 c->rx_len += (uint32_t)n;
                 c->last_rx_ns = tdm_now_ns();
                 c->nop_sent_ns = 0; /* any traffic proves the initiator alive */
