@@ -18,6 +18,7 @@
 
 #include "core/worker.h"
 #include "iscsi/conn.h"
+#include "tandem/bufcache.h"
 #include "tandem/log.h"
 
 #define MAX_LISTEN 16
@@ -183,6 +184,7 @@ static void *worker_main(void *arg)
                 struct iscsi_conn *c = w->conns;
                 conn_close(w, c, -ESHUTDOWN);
         }
+        tdm_buf_cache_drain();
         return NULL;
 }
 

@@ -41,7 +41,8 @@ struct iscsi_task {
         bool immediate;
         enum iscsi_task_state state;
         /* Data-Out collection. */
-        uint8_t *wbuf;
+        uint8_t *wbuf; /* from tdm_buf_get */
+        size_t wbuf_cap;
         uint32_t wbuf_size;
         uint32_t want;       /* bytes we collect: min(edtl, what the CDB transfers) capped */
         uint32_t received;   /* bytes received (any order within bursts) */

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "iscsi/conn.h"
+#include "tandem/bufcache.h"
 #include "tandem/log.h"
 
 #define ISCSI_CMD_F      0x80
@@ -37,7 +38,7 @@ void iscsi_task_put(struct iscsi_conn *c, struct iscsi_task *t)
         if (t->scsi.lun)
                 scsi_lun_put(t->scsi.lun);
         t->scsi.lun = NULL;
-        free(t->wbuf);
+        tdm_buf_put(t->wbuf, t->wbuf_cap);
         t->wbuf = NULL;
         c->collect_bytes -= t->wbuf_size;
         t->wbuf_size = 0;
@@ -382,7 +383,9 @@ int iscsi_scsi_cmd(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data
                 task_fail(c, t, SR_TASK_SET_FULL);
                 return 0;
         }
-        t->wbuf = malloc(bufsz ? bufsz : 1);
+        size_t cap = 0;
+        t->wbuf = tdm_buf_get(bufsz ? bufsz : 1, &cap);
+        t->wbuf_cap = cap;
         if (!t->wbuf) {
                 task_fail(c, t, SR_INTERNAL_ERROR);
                 return 0;

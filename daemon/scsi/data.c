@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "scsi/scsi_internal.h"
+#include "tandem/bufcache.h"
 
 uint8_t *scsi_data_in_alloc(struct scsi_task *task, uint32_t len)
 {
@@ -15,21 +16,26 @@ uint8_t *scsi_data_in_alloc(struct scsi_task *task, uint32_t len)
                 if (!task->data_in)
                         return NULL;
                 task->data_in_owned = true;
+                task->data_in_cached = false;
         }
         task->data_in_len = len;
         return task->data_in;
 }
 
-/* Medium reads land here directly: aligned so O_DIRECT backstores can fill it. */
+/*
+ * Medium reads land here directly: page aligned so O_DIRECT backstores can fill it, and
+ * taken from the worker's buffer cache so large reads cost no fresh pages.
+ */
 uint8_t *scsi_data_in_alloc_aligned(struct scsi_task *task, uint32_t len)
 {
-        void *buf = NULL;
-        size_t size =
-            ((size_t)len + SCSI_GRANULARITY_BYTES - 1) & ~(size_t)(SCSI_GRANULARITY_BYTES - 1);
-        if (posix_memalign(&buf, SCSI_GRANULARITY_BYTES, size ? size : SCSI_GRANULARITY_BYTES))
+        size_t cap = 0;
+        void *buf = tdm_buf_get(len ? len : 1, &cap);
+        if (!buf)
                 return NULL;
         task->data_in = buf;
         task->data_in_owned = true;
+        task->data_in_cached = true;
+        task->data_in_cap = cap;
         task->data_in_len = len;
         return buf;
 }
@@ -46,9 +52,12 @@ void scsi_data_in_limit(struct scsi_task *task, uint32_t alloc_len)
 
 void scsi_task_release(struct scsi_task *task)
 {
-        if (task->data_in_owned)
+        if (task->data_in_owned && task->data_in_cached)
+                tdm_buf_put(task->data_in, task->data_in_cap);
+        else if (task->data_in_owned)
                 free(task->data_in);
         task->data_in = NULL;
         task->data_in_owned = false;
+        task->data_in_cached = false;
         task->data_in_len = 0;
 }

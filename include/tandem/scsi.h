@@ -179,6 +179,8 @@ struct scsi_task {
         uint8_t *data_in;
         uint32_t data_in_len;
         bool data_in_owned;
+        bool data_in_cached; /* owned buffer from tdm_buf_get, of data_in_cap bytes */
+        size_t data_in_cap;
         uint8_t data_in_inline[256];
 
         /* Result. */
