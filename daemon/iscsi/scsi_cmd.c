@@ -87,13 +87,6 @@ void iscsi_conn_drop_tasks(struct iscsi_conn *c)
         }
 }
 
-static uint64_t now_ns(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Bytes actually transferred by the command, for residual computation. */
 static uint32_t task_transferred(const struct iscsi_task *t)
 {
@@ -207,10 +200,10 @@ static void task_respond(struct iscsi_conn *c, struct iscsi_task *t)
 
 static void task_execute(struct iscsi_conn *c, struct iscsi_task *t)
 {
-        t->scsi.start_ns = now_ns();
+        t->scsi.start_ns = tdm_now_ns();
         scsi_task_execute(&t->scsi);
         if (t->scsi.lun)
-                scsi_lun_record_latency(t->scsi.lun, now_ns() - t->scsi.start_ns);
+                scsi_lun_record_latency(t->scsi.lun, tdm_now_ns() - t->scsi.start_ns);
         t->state = ISCSI_TASK_DONE;
         task_respond(c, t);
 }
