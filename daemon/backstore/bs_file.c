@@ -125,7 +125,7 @@ int bs_set_file_size(struct bs_dev *bs, uint64_t size)
 static bool direct_mem_aligned(const struct iovec *iov, int iovcnt)
 {
         for (int i = 0; i < iovcnt; i++)
-                if (((uintptr_t)iov[i].iov_base | iov[i].iov_len) & (DIRECT_MEM_ALIGN - 1))
+                if (((uintptr_t)iov[i].iov_base & (DIRECT_MEM_ALIGN - 1)) || (iov[i].iov_len & 511))
                         return false;
         return true;
 }
@@ -256,9 +256,22 @@ int bs_flush(struct bs_dev *bs)
         uint64_t need = atomic_load(&bs->write_seq);
         int rc = 0;
         pthread_mutex_lock(&bs->flush_lock);
+        /*
+         * Linux reports a writeback error once: after a failed fdatasync a later one can
+         * succeed though pages were lost. The first error therefore sticks.
+         */
+        if (bs->flush_err) {
+                rc = bs->flush_err;
+                pthread_mutex_unlock(&bs->flush_lock);
+                return rc;
+        }
         while (bs->durable_seq < need) {
                 if (bs->flushing) {
                         pthread_cond_wait(&bs->flush_cond, &bs->flush_lock);
+                        if (bs->flush_err) {
+                                rc = bs->flush_err;
+                                break;
+                        }
                         continue;
                 }
                 bs->flushing = true;
@@ -270,6 +283,8 @@ int bs_flush(struct bs_dev *bs)
                 bs->flush_count++;
                 if (rc == 0 && covers > bs->durable_seq)
                         bs->durable_seq = covers;
+                if (rc < 0)
+                        bs->flush_err = rc;
                 pthread_cond_broadcast(&bs->flush_cond);
                 if (rc < 0)
                         break;

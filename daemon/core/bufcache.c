@@ -1,5 +1,6 @@
 /* Per-thread cache of large data buffers (see include/tandem/bufcache.h). */
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "tandem/bufcache.h"
@@ -22,6 +23,7 @@ struct buf_cache {
 };
 
 static __thread struct buf_cache cache;
+static __thread bool cache_armed; /* the thread-exit destructor is set for this thread */
 static pthread_key_t drain_key;
 static pthread_once_t drain_once = PTHREAD_ONCE_INIT;
 
@@ -82,8 +84,11 @@ void tdm_buf_put(void *buf, size_t cap)
                 free(buf);
                 return;
         }
-        pthread_once(&drain_once, drain_key_create);
-        pthread_setspecific(drain_key, &cache); /* any non-NULL value arms the destructor */
+        if (!cache_armed) {
+                pthread_once(&drain_once, drain_key_create);
+                pthread_setspecific(drain_key, &cache); /* any non-NULL value arms it */
+                cache_armed = true;
+        }
         struct free_buf *f = buf;
         f->next = cache.lists[c];
         cache.lists[c] = f;

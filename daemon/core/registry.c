@@ -508,12 +508,14 @@ int tdm_registry_target_add(const char *iqn, char *err, size_t errlen)
                 return rc;
         if ((rc = tdm_config_add_target(&copy, iqn, err, errlen)) < 0)
                 return edit_end(&copy, rc);
+        /* realloc may free the old array: readers walk it under the read lock. */
+        pthread_rwlock_wrlock(&reg.lock);
         struct reg_target *grown = realloc(reg.targets, (reg.n_targets + 1) * sizeof(*grown));
+        if (grown)
+                reg.targets = grown;
+        pthread_rwlock_unlock(&reg.lock);
         if (!grown)
                 return edit_end(&copy, fail(err, errlen, -ENOMEM, NULL, "out of memory"));
-        pthread_rwlock_wrlock(&reg.lock);
-        reg.targets = grown; /* same contents, maybe moved: readers hold the lock */
-        pthread_rwlock_unlock(&reg.lock);
         struct scsi_target *st = target_build(tdm_config_find_target(&copy, iqn));
         if (!st)
                 return edit_end(&copy, fail(err, errlen, -ENOMEM, NULL, "out of memory"));

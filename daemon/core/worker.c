@@ -135,7 +135,7 @@ static void worker_tick(struct iscsi_worker *w)
         while (c) {
                 struct iscsi_conn *next = c->next;
                 iscsi_conn_tick(c, now);
-                if (c->kill)
+                if (atomic_load(&c->kill))
                         conn_close(w, c, -ETIMEDOUT);
                 c = next;
         }
@@ -161,7 +161,7 @@ static void *worker_main(void *arg)
                                 rc = iscsi_conn_on_readable(c);
                         if (rc == 0 && (evs[i].events & EPOLLOUT))
                                 rc = iscsi_conn_flush(c);
-                        if (rc == 0 && c->kill)
+                        if (rc == 0 && atomic_load(&c->kill))
                                 rc = -ECONNRESET;
                         /* Resumed: commands left in the buffer get no new EPOLLIN, so parse now. */
                         if (rc == 0 && iscsi_conn_check_backpressure(c))

@@ -378,6 +378,9 @@ static int rx_process(struct iscsi_conn *c, uint32_t *need)
 {
         *need = 0;
         while (c->state != ISCSI_CONN_CLOSED && c->state != ISCSI_CONN_LOGOUT) {
+                /* A replaced session runs none of the commands still queued on its socket. */
+                if (atomic_load_explicit(&c->kill, memory_order_relaxed))
+                        return -ECONNRESET;
                 /* A reader that does not keep up: leave the rest unparsed until output drains. */
                 if (iscsi_conn_over_high(c))
                         return 0;
@@ -417,6 +420,7 @@ static int rx_process(struct iscsi_conn *c, uint32_t *need)
                 }
                 const uint8_t *data = pdu + hlen + (hd ? 4 : 0);
                 c->rx_off += total;
+                c->rx_consumed += total;
                 if (c->direct_declined) {
                         /* Already judged by rx_start_direct (rejected or ignored): skip it. */
                         c->direct_declined = false;
@@ -428,13 +432,16 @@ static int rx_process(struct iscsi_conn *c, uint32_t *need)
                         iscsi_send_reject(c, pdu, ISCSI_REJECT_DIGEST_ERROR);
                         continue;
                 }
+                if (ahs && !ffp) {
+                        log_warn("%s: AHS on a login PDU: closing", c->peer);
+                        return -EPROTO;
+                }
                 if (ahs && iscsi_bhs_opcode(pdu) != ISCSI_OP_SCSI_CMD) {
                         log_warn("%s: AHS on opcode 0x%02x: rejected", c->peer,
                                  iscsi_bhs_opcode(pdu));
                         iscsi_send_reject(c, pdu, ISCSI_REJECT_PROTOCOL_ERROR);
                         continue;
                 }
-                c->rx_pdus++;
                 int rc = ffp ? conn_ffp(c, pdu, data, dsl) : conn_login(c, pdu, data, dsl);
                 if (rc < 0)
                         return rc;
@@ -460,6 +467,14 @@ static int rx_drain(struct iscsi_conn *c)
 
 int iscsi_conn_on_readable(struct iscsi_conn *c)
 {
+        if (atomic_load_explicit(&c->kill, memory_order_relaxed))
+                return -ECONNRESET;
+        if (c->state == ISCSI_CONN_LOGOUT && !c->rx_discard && !c->discard_reply) {
+                /* Nothing more is parsed: stop reading until the last answer is sent. */
+                if (!c->rx_paused)
+                        iscsi_worker_pause_rx(c->worker, c, true);
+                return iscsi_conn_flush(c);
+        }
         for (int round = 0; round < 4; round++) {
                 if (c->rx_discard || c->discard_reply) {
                         int rc = rx_discard(c);
@@ -517,13 +532,13 @@ int iscsi_conn_on_readable(struct iscsi_conn *c)
                 if (iscsi_conn_over_high(c) || c->rx_off == c->rx_len || c->direct.task ||
                     c->rx_discard)
                         break;
-                uint64_t before = c->rx_pdus;
+                uint64_t before = c->rx_consumed;
                 rc = rx_drain(c);
                 if (rc < 0) {
                         iscsi_conn_flush(c);
                         return rc;
                 }
-                if (c->rx_pdus == before)
+                if (c->rx_consumed == before)
                         break; /* only a partial PDU is left: its rest arrives with EPOLLIN */
         }
         iscsi_conn_check_backpressure(c);
@@ -539,8 +554,17 @@ void iscsi_conn_tick(struct iscsi_conn *c, uint64_t now_ns)
                     now_ns - c->login_start_ns > cfg->login_timeout_s * sec) {
                         log_warn("%s: login not finished within %u s: closing", c->peer,
                                  cfg->login_timeout_s);
-                        c->kill = true;
+                        atomic_store(&c->kill, true);
                 }
+                return;
+        }
+        if (c->state == ISCSI_CONN_LOGOUT) {
+                /* The last answer must get out within the NOP timeout, or we close anyway. */
+                if (!c->logout_ns)
+                        c->logout_ns = now_ns;
+                else if (now_ns - c->logout_ns >
+                         (uint64_t)(cfg->nop_timeout_s ? cfg->nop_timeout_s : 10) * sec)
+                        atomic_store(&c->kill, true);
                 return;
         }
         if (c->state != ISCSI_CONN_FFP || cfg->nop_interval_s == 0 || c->rx_paused)
@@ -549,7 +573,7 @@ void iscsi_conn_tick(struct iscsi_conn *c, uint64_t now_ns)
                 if (now_ns - c->nop_sent_ns > cfg->nop_timeout_s * sec) {
                         log_warn("%s: no answer to NOP-In within %u s: closing", c->peer,
                                  cfg->nop_timeout_s);
-                        c->kill = true;
+                        atomic_store(&c->kill, true);
                 }
                 return;
         }

@@ -2,6 +2,7 @@
 #ifndef TANDEM_ISCSI_CONN_H
 #define TANDEM_ISCSI_CONN_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -93,7 +94,7 @@ struct iscsi_conn {
         /* Receive buffer: whole PDUs are parsed from here. */
         uint8_t *rx;
         uint32_t rx_cap, rx_len, rx_off;
-        uint64_t rx_pdus; /* PDUs dispatched, to tell progress */
+        uint64_t rx_consumed; /* bytes of PDUs taken from the buffer, to tell progress */
 
         /* A large Data-Out payload being received straight into its task's buffer. */
         struct {
@@ -129,7 +130,8 @@ struct iscsi_conn {
         uint64_t nop_sent_ns; /* 0 = no ping outstanding */
         uint32_t nop_ttt;
 
-        bool kill;               /* set by another thread (session reinstatement) */
+        atomic_bool kill;   /* set by another thread (reinstatement, cold reset): stop at once */
+        uint64_t logout_ns; /* when the connection entered LOGOUT (close deadline) */
         struct iscsi_conn *next; /* worker's list */
         struct iscsi_conn *prev;
 };

@@ -107,35 +107,43 @@ static void set_residual(uint8_t *flags, uint8_t *field, uint32_t edtl, uint32_t
         }
 }
 
-static void send_data_in(struct iscsi_conn *c, struct iscsi_task *t, uint32_t len, bool with_status)
+/*
+ * Data-In PDUs for len bytes; returns how many were queued (the response's ExpDataSN).
+ * A sequence ends (F bit) at every MaxBurstLength boundary and at the end.
+ */
+static uint32_t send_data_in(struct iscsi_conn *c, struct iscsi_task *t, uint32_t len,
+                             bool with_status)
 {
-        uint32_t max = c->sess->params.max_xmit_dsl;
+        const struct iscsi_session_params *p = &c->sess->params;
+        uint32_t burst = p->max_burst ? p->max_burst : len;
+        uint32_t max = p->max_xmit_dsl < burst ? p->max_xmit_dsl : burst;
         uint32_t datasn = 0;
-        for (uint32_t off = 0; off < len; off += max) {
-                uint32_t n = len - off < max ? len - off : max;
+        for (uint32_t off = 0; off < len;) {
+                /* A PDU never straddles a burst boundary. */
+                uint32_t room = burst - off % burst;
+                uint32_t n = len - off;
+                if (n > max)
+                        n = max;
+                if (n > room)
+                        n = room;
                 bool last = off + n >= len;
                 struct iscsi_tx *tx = iscsi_tx_alloc(c);
                 if (!tx)
-                        return;
+                        return datasn;
                 uint8_t *h = tx->hdr;
                 h[0] = ISCSI_OP_DATA_IN;
                 iscsi_put32(h + 16, t->itt);
                 iscsi_put32(h + 20, 0xffffffff);
                 iscsi_put32(h + 36, datasn++);
                 iscsi_put32(h + 40, off);
-                if (last) {
+                if (last || (off + n) % burst == 0)
                         h[1] = 0x80;
-                        if (with_status) {
-                                h[1] |= 0x01;
-                                h[3] = t->scsi.status;
-                                set_residual(&h[1], h + 44, t->edtl, task_transferred(t), 0x04,
-                                             0x02);
-                                iscsi_fill_sn(c, h, true);
-                                tx->task_done = t;
-                        } else {
-                                iscsi_fill_sn(c, h, false);
-                                iscsi_put32(h + 24, 0);
-                        }
+                if (last && with_status) {
+                        h[1] |= 0x01;
+                        h[3] = t->scsi.status;
+                        set_residual(&h[1], h + 44, t->edtl, task_transferred(t), 0x04, 0x02);
+                        iscsi_fill_sn(c, h, true);
+                        tx->task_done = t;
                 } else {
                         iscsi_fill_sn(c, h, false);
                         iscsi_put32(h + 24, 0);
@@ -144,7 +152,9 @@ static void send_data_in(struct iscsi_conn *c, struct iscsi_task *t, uint32_t le
                 tx->data_len = n;
                 iscsi_tx_seal(c, tx);
                 iscsi_tx_queue(c, tx);
+                off += n;
         }
+        return datasn;
 }
 
 static void send_scsi_response(struct iscsi_conn *c, struct iscsi_task *t, uint32_t exp_datasn)
@@ -186,15 +196,11 @@ static void task_respond(struct iscsi_conn *c, struct iscsi_task *t)
                 len = t->edtl;
         if (!(t->scsi.dir & SCSI_DIR_READ))
                 len = 0;
-        uint32_t datasn =
-            len ? (len + c->sess->params.max_xmit_dsl - 1) / c->sess->params.max_xmit_dsl
-                : t->r2t_sn;
         if (len && t->scsi.status == SCSI_STATUS_GOOD) {
                 send_data_in(c, t, len, true);
                 return;
         }
-        if (len)
-                send_data_in(c, t, len, false);
+        uint32_t datasn = len ? send_data_in(c, t, len, false) : t->r2t_sn;
         send_scsi_response(c, t, datasn);
 }
 
@@ -213,7 +219,7 @@ static void task_fail(struct iscsi_conn *c, struct iscsi_task *t, enum scsi_reas
 {
         scsi_task_set_reason(&t->scsi, reason);
         t->state = ISCSI_TASK_DONE;
-        send_scsi_response(c, t, 0);
+        send_scsi_response(c, t, t->r2t_sn);
 }
 
 static void send_r2t(struct iscsi_conn *c, struct iscsi_task *t, uint32_t off, uint32_t len)
@@ -383,8 +389,8 @@ int iscsi_scsi_cmd(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data
                 task_fail(c, t, SR_INTERNAL_ERROR);
                 return 0;
         }
-        t->wbuf_size = bufsz;
-        c->collect_bytes += bufsz;
+        t->wbuf_size = (uint32_t)cap; /* what the buffer really takes */
+        c->collect_bytes += cap;
         memcpy(t->wbuf, data, len);
         t->received = len;
         t->r2t_offset = t->unsolicited_end > t->want ? t->want : t->unsolicited_end;
@@ -416,6 +422,15 @@ struct iscsi_task *iscsi_data_out_task(struct iscsi_conn *c, const uint8_t *bhs,
         if (ttt == 0xffffffff && off + len > t->unsolicited_end) {
                 log_warn("%s: unsolicited Data-Out beyond FirstBurstLength: rejected", c->peer);
                 iscsi_send_reject(c, bhs, ISCSI_REJECT_PROTOCOL_ERROR);
+                return NULL;
+        }
+        if (ttt == 0xffffffff && iscsi_bhs_final(bhs) && off + len < t->unsolicited_end) {
+                /* The unsolicited burst must reach min(FirstBurstLength, EDTL) (RFC 7143 13.14). */
+                log_warn(
+                    "%s: unsolicited burst ended at %u of %u bytes (ITT 0x%x): command aborted",
+                    c->peer, off + len, t->unsolicited_end, itt);
+                iscsi_task_unhash(c, t);
+                task_fail(c, t, SR_ABORTED_COMMAND);
                 return NULL;
         }
         uint32_t datasn = iscsi_get32(bhs + 36);

@@ -40,7 +40,7 @@ static void reinstate_locked(const struct iscsi_session *fresh)
                 log_notice("%s: session reinstatement replaces tsih %u of %s", fresh->conn->peer,
                            s->tsih, s->initiator);
                 if (s->conn) {
-                        s->conn->kill = true;
+                        atomic_store(&s->conn->kill, true);
                         shutdown(s->conn->fd, SHUT_RDWR);
                 }
         }
@@ -109,7 +109,7 @@ void iscsi_sessions_drop_target(const struct scsi_target *t, const struct iscsi_
         for (struct iscsi_session *s = sessions; s; s = s->next) {
                 if (s->target != t || !s->conn || s->conn == except)
                         continue;
-                s->conn->kill = true;
+                atomic_store(&s->conn->kill, true);
                 shutdown(s->conn->fd, SHUT_RDWR);
         }
         pthread_mutex_unlock(&sessions_lock);

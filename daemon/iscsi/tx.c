@@ -230,7 +230,7 @@ bool iscsi_conn_check_backpressure(struct iscsi_conn *c)
                 iscsi_worker_pause_rx(c->worker, c, true);
                 return false;
         }
-        if (c->rx_paused && conn_below_low(c)) {
+        if (c->rx_paused && conn_below_low(c) && c->state != ISCSI_CONN_LOGOUT) {
                 iscsi_worker_pause_rx(c->worker, c, false);
                 return true;
         }

@@ -81,7 +81,9 @@ static enum scsi_reason write_same_check(struct scsi_task *task, struct write_sa
 
 /*
  * UNMAP (thin LUNs only) deallocates whatever the data-out block holds: the blocks then
- * read back as zeroes (LBPRZ). Otherwise zeroes are written cheaply, a pattern is copied.
+ * read back as zeroes (LBPRZ). Initiators rely on that (libiscsi's WriteSame*.UnmapUntilEnd
+ * unmaps with a 0xFF block and expects zeroes, as LIO does). Otherwise zeroes are written
+ * cheaply and a pattern is copied.
  */
 static enum scsi_reason write_same_store(struct scsi_task *task, const struct write_same_req *rq)
 {

@@ -23,6 +23,7 @@ struct bs_dev {
         uint64_t durable_seq; /* all writes up to this seq are durable */
         bool flushing;
         uint64_t flush_count; /* fdatasync calls actually made (for tests) */
+        int flush_err;        /* first failed fdatasync: every later flush fails too */
 };
 
 struct bs_open_opts {
