@@ -233,10 +233,15 @@ static enum scsi_reason write_journaled(struct scsi_task *task, uint64_t lba, ui
         if (rc < 0)
                 return atomic_io_error(task, "atomic write journal", rc);
         rc = write_exclusive(lun, task->data_out, len, lba * lun->block_size);
+        if (rc < 0) /* one retry from the same data before giving up on the medium */
+                rc = write_exclusive(lun, task->data_out, len, lba * lun->block_size);
         if (rc == 0)
                 rc = bs_flush(lun->bs);
-        if (rc < 0) /* the record stays, and is written again when the LUN is next opened */
+        if (rc < 0) {
+                /* Its record must never be replayed over later writes: no journal from here. */
+                scsi_journal_fail(j, rc);
                 return atomic_io_error(task, "atomic write", rc);
+        }
         rc = scsi_journal_retire(j, slot);
         if (rc < 0)
                 return atomic_io_error(task, "atomic write journal retire", rc);

@@ -324,6 +324,12 @@ static void mark_damaged(struct scsi_atomic_journal *j, int rc)
 {
         log_err("atomic write journal %s: %s; atomic writes stop until the LUN is reopened",
                 j->path, strerror(-rc));
+        /*
+         * A record left behind could be replayed over writes acknowledged later: the journal
+         * goes away (the open fd keeps the lock) and the next open starts a fresh one.
+         */
+        if (unlink(j->path) < 0 && errno != ENOENT)
+                log_err("atomic write journal %s: cannot remove it: %s", j->path, strerror(errno));
         pthread_mutex_lock(&j->lock);
         j->damaged = true;
         pthread_cond_broadcast(&j->freed);
@@ -363,6 +369,11 @@ int scsi_journal_log(struct scsi_atomic_journal *j, uint64_t lba, uint32_t nbloc
         else
                 slot_give_back(j, *slot);
         return rc;
+}
+
+void scsi_journal_fail(struct scsi_atomic_journal *j, int rc)
+{
+        mark_damaged(j, rc);
 }
 
 int scsi_journal_retire(struct scsi_atomic_journal *j, unsigned slot)

@@ -208,6 +208,8 @@ int scsi_journal_log(struct scsi_atomic_journal *j, uint64_t lba, uint32_t nbloc
                      const void *data, unsigned *slot);
 /* The data is durable in place: the record is erased (durably) and its slot reused. */
 int scsi_journal_retire(struct scsi_atomic_journal *j, unsigned slot);
+/* The in-place write of a logged record failed: stop atomic writes, drop the journal. */
+void scsi_journal_fail(struct scsi_atomic_journal *j, int rc);
 /* Erases the file when every record was retired; keeps it for replay otherwise. */
 void scsi_journal_close(struct scsi_atomic_journal *j);
 
