@@ -14,8 +14,6 @@
 struct iscsi_worker;
 struct iscsi_conn;
 
-/* Largest data segment we accept (we declare it as MaxRecvDataSegmentLength). */
-#define ISCSI_RX_DSL_LIMIT (1024 * 1024)
 /* Largest SCSI data transfer a single command may ask for. */
 #define ISCSI_MAX_XFER  (16u * 1024 * 1024) /* the Block Limits MAXIMUM TRANSFER LENGTH */
 #define ISCSI_TASK_HASH 256

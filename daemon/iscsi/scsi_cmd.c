@@ -258,6 +258,12 @@ static void task_solicit(struct iscsi_conn *c, struct iscsi_task *t)
         }
 }
 
+/* Bytes a collecting task's buffer holds: what we solicit, or the unsolicited burst if longer. */
+static uint32_t task_buf_len(const struct iscsi_task *t)
+{
+        return t->want > t->unsolicited_end ? t->want : t->unsolicited_end;
+}
+
 static bool task_data_complete(const struct iscsi_task *t)
 {
         return t->received >= t->want && t->received >= t->unsolicited_end;
@@ -369,7 +375,7 @@ int iscsi_scsi_cmd(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data
                 t->scsi.data_out = NULL;
                 return 0;
         }
-        uint32_t bufsz = t->want > t->unsolicited_end ? t->want : t->unsolicited_end;
+        uint32_t bufsz = task_buf_len(t);
         if (c->collect_bytes + bufsz > ISCSI_COLLECT_MAX ||
             c->tasks_collecting >= ISCSI_COLLECTING_MAX) {
                 /* Too much write data held for this initiator: it retries when some completes. */
@@ -383,7 +389,7 @@ int iscsi_scsi_cmd(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data
                 return 0;
         }
         size_t cap = 0;
-        t->wbuf = tdm_buf_get(bufsz ? bufsz : 1, &cap);
+        t->wbuf = tdm_buf_get(bufsz, &cap); /* > 0: empty writes ran at once */
         t->wbuf_cap = cap;
         if (!t->wbuf) {
                 task_fail(c, t, SR_INTERNAL_ERROR);
@@ -411,7 +417,7 @@ struct iscsi_task *iscsi_data_out_task(struct iscsi_conn *c, const uint8_t *bhs,
         }
         uint32_t ttt = iscsi_get32(bhs + 20);
         uint32_t off = iscsi_get32(bhs + 40);
-        uint32_t bufsz = t->want > t->unsolicited_end ? t->want : t->unsolicited_end;
+        uint32_t bufsz = task_buf_len(t);
         if (off != t->received || len > bufsz - off) {
                 log_warn(
                     "%s: Data-Out offset %u length %u out of sequence (have %u of %u): rejected",
