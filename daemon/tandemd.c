@@ -14,6 +14,7 @@
 #include "tandem/config.h"
 #include "tandem/log.h"
 #include "tandem/registry.h"
+#include "tandem/repl.h"
 
 struct daemon_opts {
         bool foreground;
@@ -227,6 +228,7 @@ int main(int argc, char **argv)
 out_listen:
         iscsi_listen_close_all(main_loop);
 out_workers:
+        repl_quiesce_all(); /* completes what waits for a peer before the workers go */
         iscsi_workers_stop();
 out_registry:
         tdm_registry_fini();

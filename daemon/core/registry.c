@@ -6,6 +6,7 @@
  * at any step leaves the file and the live state as they were.
  */
 #include "tandem/registry.h"
+#include "tandem/repl.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -94,12 +95,37 @@ static int lun_attach_journal(struct scsi_lun *lun, const struct tdm_lun_cfg *l,
         return 0;
 }
 
+/* Replicated LUN: its metadata is opened and its replicator starts (as Secondary). */
+static int lun_attach_replication(struct scsi_lun *lun, const struct tdm_lun_cfg *l,
+                                  const char *iqn, const char *field, char *err, size_t errlen)
+{
+        char why[512];
+        struct repl_lun *r;
+        int rc =
+            repl_lun_create(lun, l, iqn, reg.cfg.node_id, reg.cfg.state_dir, &r, why, sizeof(why));
+        if (rc < 0)
+                return fail(err, errlen, rc, field, "replication: %s", why);
+        rc = repl_lun_start(r);
+        if (rc < 0) {
+                repl_lun_destroy(r);
+                return fail(err, errlen, rc, field, "replication: cannot start: %s", strerror(-rc));
+        }
+        return 0;
+}
+
+/* Stops a LUN's replicator (before the LUN leaves its target). */
+static void lun_detach_replication(struct scsi_lun *lun)
+{
+        if (lun->repl)
+                repl_lun_destroy(lun->repl);
+}
+
 /*
  * Opens the backing store and builds the LUN with the configured identity. *created
  * tells whether the backing file did not exist before (so a failed add can remove it).
  */
-static int lun_build(const struct tdm_lun_cfg *l, const char *field, struct scsi_lun **out,
-                     bool *created, char *err, size_t errlen)
+static int lun_build(const struct tdm_lun_cfg *l, const char *iqn, const char *field,
+                     struct scsi_lun **out, bool *created, char *err, size_t errlen)
 {
         char f[256];
         struct stat st;
@@ -167,7 +193,9 @@ static int lun_build(const struct tdm_lun_cfg *l, const char *field, struct scsi
         lun->thin = l->thin;
         lun->read_only = l->readonly;
         atomic_store(&lun->wce, l->wce);
-        if (!l->readonly && (rc = lun_attach_journal(lun, l, field, err, errlen)) < 0) {
+        if ((!l->readonly && (rc = lun_attach_journal(lun, l, field, err, errlen)) < 0) ||
+            (l->repl.enabled &&
+             (rc = lun_attach_replication(lun, l, iqn, field, err, errlen)) < 0)) {
                 scsi_lun_put(lun); /* closes the backing store */
                 if (*created)
                         unlink(l->path);
@@ -187,6 +215,7 @@ out_close:
 /* Drops a LUN that was built but never published; removes a file we created for it. */
 static void lun_discard(struct scsi_lun *lun, const char *path, bool created)
 {
+        lun_detach_replication(lun);
         scsi_lun_put(lun);
         if (created)
                 unlink(path);
@@ -209,6 +238,7 @@ static void target_teardown(struct scsi_target *st)
                 struct scsi_lun *lun = scsi_target_get_lun(st, id);
                 if (!lun)
                         continue;
+                lun_detach_replication(lun);
                 scsi_lun_put(lun);
                 scsi_target_del_lun(st, id);
         }
@@ -227,7 +257,7 @@ static int target_build_all(const struct tdm_target_cfg *t, size_t ti, struct sc
                 snprintf(field, sizeof(field), "targets[%zu].luns[%zu]", ti, li);
                 struct scsi_lun *lun;
                 bool created;
-                int rc = lun_build(&t->luns[li], field, &lun, &created, err, errlen);
+                int rc = lun_build(&t->luns[li], t->iqn, field, &lun, &created, err, errlen);
                 if (rc == 0 && (rc = scsi_target_add_lun(st, lun)) < 0) {
                         lun_discard(lun, t->luns[li].path, created);
                         fail(err, errlen, rc, field, "cannot add LUN %" PRIu64 ": %s",
@@ -575,7 +605,7 @@ int tdm_registry_lun_add(const char *iqn, const struct tdm_lun_cfg *lun, char *e
                 return edit_end(&copy, fail(err, errlen, -ENOENT, "iqn", "no target \"%s\"", iqn));
         struct scsi_lun *sl;
         bool created;
-        if ((rc = lun_build(l, "", &sl, &created, err, errlen)) < 0)
+        if ((rc = lun_build(l, iqn, "", &sl, &created, err, errlen)) < 0)
                 return edit_end(&copy, rc);
         if ((rc = persist(&copy, err, errlen)) < 0) {
                 lun_discard(sl, l->path, created);
@@ -602,12 +632,23 @@ int tdm_registry_lun_del(const char *iqn, uint64_t lun, char *err, size_t errlen
         int rc = edit_begin(&copy, err, errlen);
         if (rc < 0)
                 return rc;
-        if ((rc = tdm_config_del_lun(&copy, iqn, lun, err, errlen)) < 0 ||
-            (rc = edit_commit_file(&copy, err, errlen)) < 0)
-                return edit_end(&copy, rc);
         struct reg_target *rt = live_find(iqn);
-        if (rt)
+        struct scsi_lun *sl = rt ? scsi_target_get_lun(rt->st, lun) : NULL;
+        /* A Primary's replicator is in the write path of every session: demote first. */
+        if (sl && sl->repl && !atomic_load(&sl->standby))
+                rc = fail(err, errlen, -EBUSY, "lun",
+                          "LUN %" PRIu64 " is replicated and Primary here; demote it first", lun);
+        if (rc < 0 || (rc = tdm_config_del_lun(&copy, iqn, lun, err, errlen)) < 0 ||
+            (rc = edit_commit_file(&copy, err, errlen)) < 0) {
+                if (sl)
+                        scsi_lun_put(sl);
+                return edit_end(&copy, rc);
+        }
+        if (sl) {
+                lun_detach_replication(sl);
+                scsi_lun_put(sl);
                 scsi_target_del_lun(rt->st, lun);
+        }
         publish_config(&copy);
         log_notice("admin: %s LUN %" PRIu64 " deleted", iqn, lun);
         return edit_end(&copy, 0);
@@ -777,6 +818,13 @@ int tdm_registry_lun_resize(const char *iqn, uint64_t lun, uint64_t size, uint64
         if (!sl)
                 return edit_end(&copy, fail(err, errlen, -ENODEV, "lun",
                                             "LUN %" PRIu64 " of %s is not open", lun, t->iqn));
+        if (sl->repl) {
+                scsi_lun_put(sl);
+                return edit_end(&copy, fail(err, errlen, -EOPNOTSUPP, "lun",
+                                            "LUN %" PRIu64 " is replicated: growing a replicated "
+                                            "LUN is not supported yet",
+                                            lun));
+        }
         struct resize_plan p = {.old_bytes = atomic_load(&sl->num_blocks) * sl->block_size};
         char path[sizeof(l->path)];
         snprintf(path, sizeof(path), "%s", l->path);

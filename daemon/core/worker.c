@@ -33,6 +33,8 @@ struct iscsi_worker {
         int *pending; /* accepted fds waiting to be adopted */
         size_t n_pending, cap_pending;
         struct iscsi_conn *conns;
+        struct iscsi_conn *zombies;   /* closed, waiting for replication acks of their tasks */
+        struct iscsi_task *done_head; /* under lock: tasks whose replication finished */
         atomic_bool stop;
         struct tdm_iscsi_cfg cfg;
 };
@@ -94,7 +96,74 @@ static void conn_close(struct iscsi_worker *w, struct iscsi_conn *c, int why)
                          why == -ECONNRESET ? "by peer or logout" : strerror(-why));
         epoll_ctl(w->epfd, EPOLL_CTL_DEL, c->fd, NULL);
         iscsi_worker_conn_unlink(w, c);
-        iscsi_conn_destroy(c);
+        if (c->async_pending == 0) {
+                iscsi_conn_destroy(c);
+                return;
+        }
+        /* Replicated writes still point at it: the initiator sees the close now, the
+         * memory goes when their acks are in. */
+        shutdown(c->fd, SHUT_RDWR);
+        c->state = ISCSI_CONN_CLOSED;
+        c->next = w->zombies;
+        c->prev = NULL;
+        if (w->zombies)
+                w->zombies->prev = c;
+        w->zombies = c;
+}
+
+void iscsi_worker_post_done(struct iscsi_worker *w, struct iscsi_task *t)
+{
+        pthread_mutex_lock(&w->lock);
+        t->done_next = w->done_head;
+        w->done_head = t;
+        pthread_mutex_unlock(&w->lock);
+        uint64_t one = 1;
+        if (write(w->wakefd, &one, sizeof(one)) < 0)
+                log_warn("worker wake: %s", strerror(errno));
+}
+
+static void zombie_unlink(struct iscsi_worker *w, struct iscsi_conn *c)
+{
+        if (c->prev)
+                c->prev->next = c->next;
+        else
+                w->zombies = c->next;
+        if (c->next)
+                c->next->prev = c->prev;
+}
+
+/* Answers the tasks whose replication finished, in the order they finished. */
+static void drain_done(struct iscsi_worker *w)
+{
+        pthread_mutex_lock(&w->lock);
+        struct iscsi_task *list = w->done_head;
+        w->done_head = NULL;
+        pthread_mutex_unlock(&w->lock);
+        struct iscsi_task *ordered = NULL;
+        while (list) {
+                struct iscsi_task *t = list;
+                list = t->done_next;
+                t->done_next = ordered;
+                ordered = t;
+        }
+        while (ordered) {
+                struct iscsi_task *t = ordered;
+                ordered = t->done_next;
+                struct iscsi_conn *c = t->conn;
+                iscsi_task_async_complete(t);
+                if (c->state == ISCSI_CONN_CLOSED) {
+                        if (c->async_pending == 0) {
+                                zombie_unlink(w, c);
+                                iscsi_conn_destroy(c);
+                        }
+                        continue;
+                }
+                int rc = iscsi_conn_flush(c);
+                if (rc == 0 && iscsi_conn_check_backpressure(c))
+                        rc = iscsi_conn_on_readable(c);
+                if (rc < 0)
+                        conn_close(w, c, rc);
+        }
 }
 
 static void adopt_pending(struct iscsi_worker *w)
@@ -151,6 +220,7 @@ static void *worker_main(void *arg)
                 for (int i = 0; i < n; i++) {
                         if (evs[i].data.ptr == NULL) {
                                 adopt_pending(w);
+                                drain_done(w);
                                 continue;
                         }
                         if (evs[i].data.ptr == &closed_marker)
@@ -184,6 +254,17 @@ static void *worker_main(void *arg)
                 struct iscsi_conn *c = w->conns;
                 conn_close(w, c, -ESHUTDOWN);
         }
+        /* The replicator completes every request it holds when it stops (before us). */
+        for (int waited = 0; w->zombies && waited < 200; waited++) {
+                struct epoll_event ev;
+                uint64_t v;
+                if (epoll_wait(w->epfd, &ev, 1, 50) > 0 && read(w->wakefd, &v, sizeof(v)) < 0 &&
+                    errno != EAGAIN)
+                        log_warn("worker wake read: %s", strerror(errno));
+                drain_done(w);
+        }
+        if (w->zombies)
+                log_warn("worker: connections still waiting for replication acks at exit");
         tdm_buf_cache_drain();
         return NULL;
 }

@@ -25,7 +25,8 @@ struct iscsi_conn;
 #define ISCSI_COLLECTING_MAX 1024u                /* tasks waiting for Data-Out at once */
 
 enum iscsi_task_state {
-        ISCSI_TASK_COLLECTING, /* waiting for Data-Out */
+        ISCSI_TASK_COLLECTING,  /* waiting for Data-Out */
+        ISCSI_TASK_REPLICATING, /* executed, waiting for the replication peers' acks */
         ISCSI_TASK_DONE,
 };
 
@@ -34,6 +35,7 @@ struct iscsi_task {
         struct iscsi_conn *conn;
         struct iscsi_task *hash_next; /* in conn->tasks[] while collecting */
         struct iscsi_task *free_next;
+        struct iscsi_task *done_next; /* in the worker's list of replicated completions */
         uint32_t itt;
         uint32_t cmdsn;
         uint32_t edtl; /* expected data transfer length */
@@ -128,6 +130,7 @@ struct iscsi_conn {
         uint64_t nop_sent_ns; /* 0 = no ping outstanding */
         uint32_t nop_ttt;
 
+        uint32_t async_pending; /* tasks waiting for replication acks: the conn outlives them */
         atomic_bool kill;   /* set by another thread (reinstatement, cold reset): stop at once */
         uint64_t logout_ns; /* when the connection entered LOGOUT (close deadline) */
         struct iscsi_conn *next; /* worker's list */
@@ -184,6 +187,8 @@ void iscsi_data_out_landed(struct iscsi_conn *c, struct iscsi_task *t, const uin
                            uint32_t len);
 void iscsi_task_put(struct iscsi_conn *c, struct iscsi_task *t);
 void iscsi_conn_drop_tasks(struct iscsi_conn *c);
+/* Worker thread: answer a task whose replication acks arrived (or free it if closed). */
+void iscsi_task_async_complete(struct iscsi_task *t);
 struct iscsi_task *iscsi_task_find(struct iscsi_conn *c, uint32_t itt);
 void iscsi_task_unhash(struct iscsi_conn *c, struct iscsi_task *t);
 
@@ -212,5 +217,7 @@ void iscsi_worker_conn_unlink(struct iscsi_worker *w, struct iscsi_conn *c);
 void iscsi_worker_want_write(struct iscsi_worker *w, struct iscsi_conn *c, bool on);
 void iscsi_worker_pause_rx(struct iscsi_worker *w, struct iscsi_conn *c, bool paused);
 const struct tdm_iscsi_cfg *iscsi_worker_cfg(struct iscsi_worker *w);
+/* Any thread: hand a task whose replication finished back to its connection's worker. */
+void iscsi_worker_post_done(struct iscsi_worker *w, struct iscsi_task *t);
 
 #endif

@@ -3,6 +3,7 @@
  * solicited by R2T), execute, and answer with Data-In and/or SCSI Response.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -204,14 +205,44 @@ static void task_respond(struct iscsi_conn *c, struct iscsi_task *t)
         send_scsi_response(c, t, datasn);
 }
 
-static void task_execute(struct iscsi_conn *c, struct iscsi_task *t)
+static void task_finish(struct iscsi_conn *c, struct iscsi_task *t)
 {
-        t->scsi.start_ns = tdm_now_ns();
-        scsi_task_execute(&t->scsi);
         if (t->scsi.lun)
                 scsi_lun_record_latency(t->scsi.lun, tdm_now_ns() - t->scsi.start_ns);
         t->state = ISCSI_TASK_DONE;
         task_respond(c, t);
+}
+
+/* Replicator thread: the peers acknowledged; the connection's own worker answers. */
+static void task_async_done(struct scsi_task *st)
+{
+        struct iscsi_task *t =
+            (struct iscsi_task *)((char *)st - offsetof(struct iscsi_task, scsi));
+        iscsi_worker_post_done(t->conn->worker, t);
+}
+
+void iscsi_task_async_complete(struct iscsi_task *t)
+{
+        struct iscsi_conn *c = t->conn;
+        c->async_pending--;
+        if (c->state == ISCSI_CONN_CLOSED) {
+                iscsi_task_put(c, t);
+                return;
+        }
+        task_finish(c, t);
+}
+
+static void task_execute(struct iscsi_conn *c, struct iscsi_task *t)
+{
+        t->scsi.start_ns = tdm_now_ns();
+        t->scsi.async_done = task_async_done;
+        scsi_task_execute(&t->scsi);
+        if (t->scsi.async) {
+                t->state = ISCSI_TASK_REPLICATING;
+                c->async_pending++;
+                return;
+        }
+        task_finish(c, t);
 }
 
 /* Fail a task before execution with a sense reason. */

@@ -188,15 +188,16 @@ static void wait_for_writers(struct scsi_stripes *st, struct stripe_span sp)
 }
 
 /* Writes len bytes at off so that no other command sees or makes part of them. */
-static int write_exclusive(struct scsi_lun *lun, const void *buf, size_t len, uint64_t off)
+static int write_exclusive(struct scsi_task *task, const void *buf, size_t len, uint64_t off)
 {
+        struct scsi_lun *lun = task->lun;
         struct scsi_stripes *st = lun_stripes(lun);
         struct stripe_span sp = span_of(off, len);
         span_lock(st, sp);
         for (unsigned i = 0; i < sp.count; i++)
                 atomic_fetch_add(&st->seq[span_slot(sp, i)], 1); /* odd: readers keep off */
         wait_for_writers(st, sp);
-        int rc = bs_write(lun->bs, buf, len, off);
+        int rc = scsi_medium_write(task, buf, len, off);
         for (unsigned i = 0; i < sp.count; i++)
                 atomic_fetch_add_explicit(&st->seq[span_slot(sp, i)], 1, memory_order_release);
         span_unlock(st, sp);
@@ -232,11 +233,11 @@ static enum scsi_reason write_journaled(struct scsi_task *task, uint64_t lba, ui
         int rc = scsi_journal_log(j, lba, len / lun->block_size, task->data_out, &slot);
         if (rc < 0)
                 return atomic_io_error(task, "atomic write journal", rc);
-        rc = write_exclusive(lun, task->data_out, len, lba * lun->block_size);
+        rc = write_exclusive(task, task->data_out, len, lba * lun->block_size);
         if (rc < 0) /* one retry from the same data before giving up on the medium */
-                rc = write_exclusive(lun, task->data_out, len, lba * lun->block_size);
+                rc = write_exclusive(task, task->data_out, len, lba * lun->block_size);
         if (rc == 0)
-                rc = bs_flush(lun->bs);
+                rc = scsi_medium_flush(task);
         if (rc < 0) {
                 /* Its record must never be replayed over later writes: no journal from here. */
                 scsi_journal_fail(j, rc);
@@ -271,7 +272,7 @@ enum scsi_reason sbc_write_atomic16(struct scsi_task *task)
         if (scsi_lun_private(lun)->journal) {
                 r = write_journaled(task, lba, len);
         } else {
-                int rc = write_exclusive(lun, task->data_out, len, lba * lun->block_size);
+                int rc = write_exclusive(task, task->data_out, len, lba * lun->block_size);
                 r = rc < 0 ? atomic_io_error(task, "atomic write", rc)
                            : scsi_write_commit(task, task->cdb[1] & 0x08);
         }

@@ -48,7 +48,7 @@ static enum scsi_reason write_same_pattern(struct scsi_task *task, const struct 
         enum scsi_reason r = SCSI_OK;
         for (uint64_t done = 0; done < total; done += chunk) {
                 uint32_t n = (uint32_t)min_u64(chunk, total - done);
-                int rc = bs_write(lun->bs, buf, n, rq->lba * bs + done);
+                int rc = scsi_medium_write(task, buf, n, rq->lba * bs + done);
                 if (rc < 0) {
                         r = lbp_io_error(task, "write same", rc);
                         break;
@@ -92,7 +92,8 @@ static enum scsi_reason write_same_store(struct scsi_task *task, const struct wr
         uint64_t len = rq->nblocks * lun->block_size;
         if (!rq->unmap && !rq->ndob && !all_zero(task->data_out, lun->block_size))
                 return write_same_pattern(task, rq);
-        int rc = rq->unmap ? bs_unmap(lun->bs, off, len) : bs_write_zeroes(lun->bs, off, len);
+        int rc = rq->unmap ? scsi_medium_unmap(task, off, len)
+                           : scsi_medium_write_zeroes(task, off, len);
         return rc < 0 ? lbp_io_error(task, rq->unmap ? "unmap" : "write zeroes", rc) : SCSI_OK;
 }
 
@@ -175,7 +176,7 @@ static enum scsi_reason unmap_apply(struct scsi_task *task, const uint8_t *p, ui
                 uint64_t len = (uint64_t)get_be32(d + 8) * lun->block_size;
                 struct scsi_write_guard g;
                 scsi_medium_write_begin(lun, off, len, &g);
-                int rc = bs_unmap(lun->bs, off, len);
+                int rc = scsi_medium_unmap(task, off, len);
                 scsi_medium_write_end(lun, &g);
                 if (rc < 0)
                         return lbp_io_error(task, "unmap", rc);

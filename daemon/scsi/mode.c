@@ -308,7 +308,7 @@ static void select_apply(struct scsi_task *task, const struct mode_changes *ch)
                 changed = true;
                 /* Turning the cache off must not leave earlier cached writes volatile. */
                 if (!ch->wce)
-                        (void)bs_flush(lun->bs);
+                        (void)scsi_medium_flush(task);
         }
         if (ch->control) {
                 changed |= set_flag(&priv->d_sense, ch->d_sense);

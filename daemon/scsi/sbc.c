@@ -70,7 +70,7 @@ enum scsi_reason scsi_write_commit(struct scsi_task *task, bool fua)
         struct scsi_lun *lun = task->lun;
         if (!fua && atomic_load_explicit(&lun->wce, memory_order_relaxed))
                 return SCSI_OK;
-        int rc = bs_flush(lun->bs);
+        int rc = scsi_medium_flush(task);
         return rc < 0 ? io_error(task, "flush", rc, true) : SCSI_OK;
 }
 
@@ -118,7 +118,7 @@ static enum scsi_reason write_blocks(struct scsi_task *task, const struct sbc_ra
         uint64_t off = r->lba * lun->block_size;
         struct scsi_write_guard g;
         scsi_medium_write_begin(lun, off, len, &g);
-        int rc = bs_write(lun->bs, task->data_out, len, off);
+        int rc = scsi_medium_write(task, task->data_out, len, off);
         scsi_medium_write_end(lun, &g);
         if (rc < 0)
                 return io_error(task, "write", rc, true);
@@ -309,7 +309,7 @@ static enum scsi_reason orwrite_blocks(struct scsi_task *task, const struct sbc_
                 }
                 for (uint32_t i = 0; i < n; i++)
                         buf[i] |= task->data_out[done + i];
-                rc = bs_write(lun->bs, buf, n, off);
+                rc = scsi_medium_write(task, buf, n, off);
                 if (rc < 0) {
                         rs = io_error(task, "orwrite write", rc, true);
                         break;
@@ -361,7 +361,7 @@ static enum scsi_reason sbc_sync_cache(struct scsi_task *task, struct sbc_range 
 {
         if (!scsi_lba_range_ok(task->lun, r.lba, r.nblocks))
                 return SR_LBA_OUT_OF_RANGE;
-        int rc = bs_flush(task->lun->bs);
+        int rc = scsi_medium_flush(task);
         return rc < 0 ? io_error(task, "flush", rc, true) : SCSI_OK;
 }
 

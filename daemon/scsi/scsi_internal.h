@@ -198,6 +198,14 @@ int scsi_medium_read(struct scsi_lun *lun, void *buf, size_t len, uint64_t off);
 void scsi_medium_write_begin(struct scsi_lun *lun, uint64_t off, uint64_t len,
                              struct scsi_write_guard *g);
 void scsi_medium_write_end(struct scsi_lun *lun, struct scsi_write_guard *g);
+/*
+ * medium.c: every change a command makes to the medium (replicated LUNs send it to the
+ * peer as well). 0 or -errno.
+ */
+int scsi_medium_write(struct scsi_task *task, const void *buf, size_t len, uint64_t off);
+int scsi_medium_write_zeroes(struct scsi_task *task, uint64_t off, uint64_t len);
+int scsi_medium_unmap(struct scsi_task *task, uint64_t off, uint64_t len);
+int scsi_medium_flush(struct scsi_task *task);
 /* MAXIMUM ATOMIC TRANSFER LENGTH of the LUN in blocks (0: WRITE ATOMIC is not offered). */
 uint32_t scsi_atomic_max_blocks(const struct scsi_lun *lun);
 

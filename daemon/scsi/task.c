@@ -2,6 +2,8 @@
  * Command execution: table lookup, LUN presence, unit attentions, reserved CDB bits,
  * then the handler; the result becomes status and sense in exactly one place.
  */
+#include <errno.h>
+
 #include "scsi/scsi_internal.h"
 
 static void task_reset_result(struct scsi_task *task)
@@ -32,6 +34,9 @@ static enum scsi_reason task_admit(struct scsi_task *task, const struct scsi_opc
                 if (ua != SCSI_OK)
                         return ua;
         }
+        if (atomic_load_explicit(&task->lun->standby, memory_order_acquire) &&
+            !(e->flags & SCSI_F_OK_ON_STANDBY))
+                return SR_NOT_READY_STANDBY;
         enum scsi_reason r = scsi_cdb_check_usage(task, e);
         if (r == SCSI_OK)
                 r = scsi_reservation_check(task, e);
@@ -72,9 +77,24 @@ static void task_account(struct scsi_task *task, const struct scsi_opcode_entry 
                 atomic_fetch_add_explicit(&lun->stats.errors, 1, memory_order_relaxed);
 }
 
+/* A write the local medium took but a peer could not: the command fails all the same. */
+static void task_apply_repl_error(struct scsi_task *task)
+{
+        int err = atomic_load(&task->repl_error);
+        if (err == 0 || task->status != SCSI_STATUS_GOOD)
+                return;
+        scsi_task_release(task);
+        scsi_task_set_reason(task, err == -ENOSPC ? SR_SPACE_ALLOC_FAILED : SR_WRITE_ERROR);
+        if (task->lun)
+                atomic_fetch_add_explicit(&task->lun->stats.errors, 1, memory_order_relaxed);
+}
+
 void scsi_task_execute(struct scsi_task *task)
 {
         task_reset_result(task);
+        atomic_store(&task->repl_pending, 1);
+        atomic_store(&task->repl_error, 0);
+        task->async = false;
         const struct scsi_opcode_entry *e = scsi_opcode_lookup(task->cdb);
         enum scsi_reason r = task_dispatch(task, e);
         if (r != SCSI_OK) {
@@ -83,4 +103,27 @@ void scsi_task_execute(struct scsi_task *task)
         }
         scsi_task_set_reason(task, r);
         task_account(task, e);
+        /* Set before the last acknowledgement can arrive: only one side sees zero. */
+        task->async = true;
+        if (atomic_fetch_sub(&task->repl_pending, 1) == 1) {
+                task->async = false;
+                task_apply_repl_error(task);
+        }
+}
+
+void scsi_task_repl_hold(struct scsi_task *task)
+{
+        atomic_fetch_add(&task->repl_pending, 1);
+}
+
+void scsi_task_repl_release(struct scsi_task *task, int error)
+{
+        if (error) {
+                int none = 0;
+                atomic_compare_exchange_strong(&task->repl_error, &none, error);
+        }
+        if (atomic_fetch_sub(&task->repl_pending, 1) != 1)
+                return;
+        task_apply_repl_error(task);
+        task->async_done(task);
 }

@@ -51,6 +51,41 @@ struct tdm_chap_cfg {
         char mutual_secret[TDM_CHAP_MAX];
 };
 
+#define TDM_REPL_MAX_NODES          2 /* this node and one peer per replicated LUN (for now) */
+#define TDM_REPL_SECRET_MIN         12
+#define TDM_DEFAULT_REPL_TIMEOUT_MS 5000u
+#define TDM_REPL_TIMEOUT_MAX_MS     10000u /* well below the initiators' 15 s abort timer */
+#define TDM_REPL_TIMEOUT_MIN_MS     200u
+#define TDM_DEFAULT_RESYNC_RATE     (100ull * 1024 * 1024) /* bytes/s */
+#define TDM_DEFAULT_RESYNC_MIN_RATE (10ull * 1024 * 1024)  /* floor under live writes */
+
+/* One node of a replicated LUN ("replication.nodes" entries). */
+struct tdm_repl_node {
+        uint32_t id;       /* 1..255, unique in the list; one entry is this node (node_id) */
+        char name[64];     /* for messages and discard-node-NAME; default "node<id>" */
+        char address[128]; /* "HOST" or "HOST:PORT" where this node's replicator listens */
+};
+
+/*
+ * Replication of one LUN (absent: not replicated). The same block goes into the config of
+ * every node; only the top-level node_id differs. Policy names are those of enum
+ * repl_sb_policy: "disconnect", "discard-zero-changes", "discard-younger-primary",
+ * "discard-node-NAME" (then split_brain_node holds NAME).
+ */
+struct tdm_repl_cfg {
+        bool enabled;
+        uint16_t port; /* default port of nodes[] addresses without one; default 7789 */
+        char secret[TDM_CHAP_MAX];
+        struct tdm_repl_node nodes[TDM_REPL_MAX_NODES];
+        size_t n_nodes;
+        char metadata[4096];   /* metadata file; "" = <state_dir>/repl-<naa>.md */
+        uint32_t timeout_ms;   /* a silent peer is dropped from the ack set after this */
+        uint64_t resync_rate;  /* bytes/s, upper bound */
+        uint64_t resync_min_rate; /* bytes/s the resync keeps even under live writes */
+        int split_brain;       /* enum repl_sb_policy */
+        char split_brain_node[64];
+};
+
 struct tdm_lun_cfg {
         uint64_t lun;
         char path[4096];
@@ -68,6 +103,7 @@ struct tdm_lun_cfg {
         char serial[33]; /* generated on add */
         bool wce;        /* write cache enabled at start */
         bool readonly;   /* write protected: opened read-only, every medium change refused */
+        struct tdm_repl_cfg repl;
 };
 
 struct tdm_target_cfg {
@@ -105,6 +141,7 @@ struct tdm_config {
         bool log_syslog;
         struct tdm_iscsi_cfg iscsi;
         struct tdm_chap_cfg discovery_chap;
+        uint32_t node_id; /* this node (replication.nodes ids); 0 = no replicated LUNs allowed */
         struct tdm_target_cfg *targets;
         size_t n_targets;
         /* Set by load/parse when LUNs lacked naa/serial and got fresh ones: save to keep them. */

@@ -10,6 +10,8 @@
 
 #include "tandem/backstore.h"
 
+struct repl_lun;
+
 #define SCSI_MAX_LUNS  256
 #define SCSI_SENSE_MAX 32
 #define SCSI_CDB_MAX   32
@@ -115,6 +117,12 @@ struct scsi_lun {
         _Atomic(uint64_t) ua_origin[SCSI_UA_KINDS]; /* nexus id that caused it: it gets no UA */
         uint16_t rel_port_id;                       /* relative target port identifier */
         uint16_t tpg_id;                            /* target port group */
+        /*
+         * Replication (NULL: a local LUN). While standby is set (a Secondary), commands
+         * without SCSI_F_OK_ON_STANDBY fail with NOT READY, TARGET PORT IN STANDBY STATE.
+         */
+        struct repl_lun *repl;
+        atomic_bool standby;
         struct scsi_lun_stats stats;
 };
 
@@ -196,6 +204,16 @@ struct scsi_task {
         uint32_t xfer_len;
 
         uint64_t start_ns;
+
+        /*
+         * Replication: acknowledgements still awaited, plus one while the command executes.
+         * When scsi_task_execute() returns with async set, the task completes later: the
+         * last acknowledgement calls async_done (on the replicator's thread).
+         */
+        atomic_int repl_pending;
+        atomic_int repl_error; /* first negative errno a peer reported */
+        bool async;
+        scsi_task_done_fn async_done;
 };
 
 /* Flags of an opcode table entry. */
@@ -237,6 +255,13 @@ const struct scsi_opcode_entry *scsi_opcode_lookup(const uint8_t *cdb);
  * attentions, runs the handler and fills status/sense/data_in. Always completes.
  */
 void scsi_task_execute(struct scsi_task *task);
+
+/*
+ * The replicator holds a task until every peer acknowledged its changes (any thread);
+ * release with 0 or the negative errno the peer reported.
+ */
+void scsi_task_repl_hold(struct scsi_task *task);
+void scsi_task_repl_release(struct scsi_task *task, int error);
 
 /* Free task-owned buffers (data_in when owned). Does not free the task itself. */
 void scsi_task_release(struct scsi_task *task);

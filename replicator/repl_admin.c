@@ -1,0 +1,312 @@
+/* Admin operations on a replicated LUN (control-plane thread). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "repl_internal.h"
+#include "tandem/log.h"
+#include "wire.h"
+
+#define DEMOTE_DRAIN_MS 10000
+
+static void notify_peer(struct repl_lun *r)
+{
+        pthread_mutex_lock(&r->lock);
+        bool up = r->link_up;
+        pthread_mutex_unlock(&r->lock);
+        if (up && repl_send_state(r) < 0)
+                repl_disconnect(r, "cannot send state to peer");
+}
+
+static int do_promote(struct repl_lun *r, void *arg, char *err, size_t errlen)
+{
+        bool force = *(bool *)arg;
+        pthread_mutex_lock(&r->lock);
+        int rc = 0;
+        bool restart_link = false;
+        if (r->sb.role == REPL_ROLE_PRIMARY)
+                goto out;
+        if (r->link_up && r->peer.side.role == REPL_ROLE_PRIMARY) {
+                snprintf(err, errlen, "promote: peer %u (%s) is Primary; demote it first",
+                         r->peer_id, r->peer_name);
+                rc = -EBUSY;
+                goto out;
+        }
+        if (r->conn == REPL_CONN_SYNC_TARGET) {
+                snprintf(err, errlen, "promote: this node is SyncTarget (its data is incomplete)");
+                rc = -EBUSY;
+                goto out;
+        }
+        if (r->sb.disk != REPL_DISK_UPTODATE && !force) {
+                snprintf(err, errlen,
+                         "promote: disk is %s; only an UpToDate disk may be promoted (--force "
+                         "makes this node's data the truth: what the peer has and this node "
+                         "lacks is lost)",
+                         repl_disk_name(r->sb.disk));
+                rc = -EPERM;
+                goto out;
+        }
+        if (r->sb.disk != REPL_DISK_UPTODATE) {
+                log_warn("replication %s lun %llu: forced promotion of a %s disk", r->iqn,
+                         (unsigned long long)r->lun_id, repl_disk_name(r->sb.disk));
+                r->sb.disk = REPL_DISK_UPTODATE;
+                if (r->sb.gen.current == REPL_GEN_JUST_CREATED)
+                        r->sb.gen.current = repl_gen_fresh();
+                restart_link = r->link_up; /* the peer must now sync from us */
+        }
+        pthread_mutex_lock(&r->send_lock);
+        bool with_peer = r->in_ack_set;
+        pthread_mutex_unlock(&r->send_lock);
+        if (!with_peer && !restart_link)
+                repl_gen_new_current(&r->sb.gen, repl_gen_fresh());
+        uint64_t epoch = r->sb.promote_epoch;
+        if (r->peer.known && r->peer.side.promote_epoch > epoch)
+                epoch = r->peer.side.promote_epoch;
+        r->sb.promote_epoch = epoch + 1;
+        r->sb.role = REPL_ROLE_PRIMARY;
+        r->sb.primary_active = true;
+        rc = repl_persist(r);
+        if (rc < 0) {
+                r->sb.role = REPL_ROLE_SECONDARY;
+                r->sb.primary_active = false;
+                snprintf(err, errlen, "promote: cannot write metadata %s: %s", r->md_path,
+                         strerror(-rc));
+                goto out;
+        }
+        repl_update_standby(r);
+        log_notice("replication %s lun %llu: promoted to Primary", r->iqn,
+                   (unsigned long long)r->lun_id);
+out:
+        pthread_mutex_unlock(&r->lock);
+        if (rc == 0 && restart_link)
+                repl_disconnect(r, "forced promotion: reconnecting to sync the peer");
+        else if (rc == 0)
+                notify_peer(r);
+        return rc;
+}
+
+int repl_admin_promote(const char *iqn, uint64_t lun, bool force, char *err, size_t errlen)
+{
+        return repl_with_lun(iqn, lun, err, errlen, do_promote, &force);
+}
+
+static bool inflight_empty(struct repl_lun *r)
+{
+        pthread_mutex_lock(&r->send_lock);
+        bool empty = true;
+        for (struct repl_req *q = r->inflight_head; q; q = q->next)
+                if (q->task)
+                        empty = false;
+        pthread_mutex_unlock(&r->send_lock);
+        return empty;
+}
+
+static int do_demote(struct repl_lun *r, void *arg, char *err, size_t errlen)
+{
+        (void)arg;
+        (void)err;
+        (void)errlen;
+        pthread_mutex_lock(&r->lock);
+        if (r->sb.role == REPL_ROLE_SECONDARY) {
+                pthread_mutex_unlock(&r->lock);
+                return 0;
+        }
+        /* New commands are refused first; those already sent get their acks. */
+        atomic_store(&r->lun->standby, true);
+        pthread_mutex_unlock(&r->lock);
+        for (int waited = 0; !inflight_empty(r) && waited < DEMOTE_DRAIN_MS; waited += 10) {
+                struct timespec ts = {0, 10 * 1000000L};
+                nanosleep(&ts, NULL);
+        }
+        pthread_mutex_lock(&r->lock);
+        r->sb.role = REPL_ROLE_SECONDARY;
+        r->sb.primary_active = false;
+        int rc = repl_persist(r);
+        pthread_mutex_unlock(&r->lock);
+        if (rc < 0)
+                snprintf(err, errlen, "demote: cannot write metadata %s: %s", r->md_path,
+                         strerror(-rc));
+        log_notice("replication %s lun %llu: demoted to Secondary", r->iqn,
+                   (unsigned long long)r->lun_id);
+        notify_peer(r);
+        return rc;
+}
+
+int repl_admin_demote(const char *iqn, uint64_t lun, char *err, size_t errlen)
+{
+        return repl_with_lun(iqn, lun, err, errlen, do_demote, NULL);
+}
+
+static int do_connect(struct repl_lun *r, void *arg, char *err, size_t errlen)
+{
+        (void)arg;
+        (void)err;
+        (void)errlen;
+        pthread_mutex_lock(&r->lock);
+        r->want_connect = true;
+        pthread_cond_broadcast(&r->cond);
+        pthread_mutex_unlock(&r->lock);
+        return 0;
+}
+
+int repl_admin_connect(const char *iqn, uint64_t lun, char *err, size_t errlen)
+{
+        return repl_with_lun(iqn, lun, err, errlen, do_connect, NULL);
+}
+
+static int do_disconnect(struct repl_lun *r, void *arg, char *err, size_t errlen)
+{
+        (void)arg;
+        (void)err;
+        (void)errlen;
+        pthread_mutex_lock(&r->lock);
+        r->want_connect = false;
+        pthread_mutex_unlock(&r->lock);
+        repl_disconnect(r, "disconnected by the admin");
+        return 0;
+}
+
+int repl_admin_disconnect(const char *iqn, uint64_t lun, char *err, size_t errlen)
+{
+        return repl_with_lun(iqn, lun, err, errlen, do_disconnect, NULL);
+}
+
+static int do_verify(struct repl_lun *r, void *arg, char *err, size_t errlen)
+{
+        bool resync = *(bool *)arg;
+        pthread_mutex_lock(&r->lock);
+        int rc = 0;
+        if (!r->link_up || r->conn != REPL_CONN_CONNECTED) {
+                snprintf(err, errlen, "verify: needs a Connected pair in sync (now %s)",
+                         repl_conn_name(r->conn));
+                rc = -ENOTCONN;
+        } else {
+                r->verify_resync = resync;
+                r->verify_requested = true;
+                r->verify_oos = 0;
+                pthread_cond_broadcast(&r->cond);
+        }
+        pthread_mutex_unlock(&r->lock);
+        return rc;
+}
+
+int repl_admin_verify(const char *iqn, uint64_t lun, bool resync, char *err, size_t errlen)
+{
+        return repl_with_lun(iqn, lun, err, errlen, do_verify, &resync);
+}
+
+static int do_pause(struct repl_lun *r, void *arg, char *err, size_t errlen)
+{
+        (void)err;
+        (void)errlen;
+        pthread_mutex_lock(&r->lock);
+        r->sync_paused = *(bool *)arg;
+        pthread_cond_broadcast(&r->cond);
+        pthread_mutex_unlock(&r->lock);
+        return 0;
+}
+
+int repl_admin_resync_pause(const char *iqn, uint64_t lun, bool pause, char *err, size_t errlen)
+{
+        return repl_with_lun(iqn, lun, err, errlen, do_pause, &pause);
+}
+
+/* This node's data is to be replaced by the peer's on the next connect. */
+static int discard_local(struct repl_lun *r, const char *op, char *err, size_t errlen)
+{
+        pthread_mutex_lock(&r->lock);
+        if (r->sb.role == REPL_ROLE_PRIMARY) {
+                pthread_mutex_unlock(&r->lock);
+                snprintf(err, errlen, "%s: this node is Primary; demote it first", op);
+                return -EBUSY;
+        }
+        r->want_discard = true;
+        r->split_brain = false;
+        r->want_connect = true;
+        r->sb.disk = REPL_DISK_INCONSISTENT;
+        int rc = repl_persist(r);
+        pthread_cond_broadcast(&r->cond);
+        pthread_mutex_unlock(&r->lock);
+        if (rc < 0) {
+                snprintf(err, errlen, "%s: cannot write metadata %s: %s", op, r->md_path,
+                         strerror(-rc));
+                return rc;
+        }
+        log_warn("replication %s lun %llu: %s: this node's data will be replaced by node %u's",
+                 r->iqn, (unsigned long long)r->lun_id, op, r->peer_id);
+        repl_disconnect(r, "local data discarded by the admin; reconnecting to resync");
+        return 0;
+}
+
+static int do_invalidate(struct repl_lun *r, void *arg, char *err, size_t errlen)
+{
+        (void)arg;
+        return discard_local(r, "invalidate", err, errlen);
+}
+
+int repl_admin_invalidate(const char *iqn, uint64_t lun, char *err, size_t errlen)
+{
+        return repl_with_lun(iqn, lun, err, errlen, do_invalidate, NULL);
+}
+
+static int do_resolve(struct repl_lun *r, void *arg, char *err, size_t errlen)
+{
+        (void)arg;
+        pthread_mutex_lock(&r->lock);
+        bool sb = r->split_brain;
+        pthread_mutex_unlock(&r->lock);
+        if (!sb) {
+                snprintf(err, errlen,
+                         "resolve-split-brain: no split brain was detected on this "
+                         "node");
+                return -EINVAL;
+        }
+        return discard_local(r, "resolve-split-brain", err, errlen);
+}
+
+int repl_admin_resolve_split_brain(const char *iqn, uint64_t lun, char *err, size_t errlen)
+{
+        return repl_with_lun(iqn, lun, err, errlen, do_resolve, NULL);
+}
+
+static int do_skip_initial(struct repl_lun *r, void *arg, char *err, size_t errlen)
+{
+        (void)arg;
+        pthread_mutex_lock(&r->lock);
+        bool ok = r->link_up && r->decision == REPL_DECIDE_BOTH_NEW &&
+                  r->sb.gen.current == REPL_GEN_JUST_CREATED;
+        if (!ok) {
+                pthread_mutex_unlock(&r->lock);
+                snprintf(err, errlen,
+                         "skip-initial-sync: only for a brand-new pair that is "
+                         "Connected with both disks Inconsistent and no history");
+                return -EINVAL;
+        }
+        repl_md_clear_dirty(r->md, 0, r->size_bytes);
+        r->sb.gen.current = repl_gen_fresh();
+        r->sb.disk = REPL_DISK_UPTODATE;
+        r->sb.peer_disk = REPL_DISK_UPTODATE;
+        r->decision = REPL_DECIDE_IN_SYNC;
+        int rc = repl_persist(r);
+        Tandem__Repl__SyncDone m = TANDEM__REPL__SYNC_DONE__INIT;
+        Tandem__Repl__Generations g = TANDEM__REPL__GENERATIONS__INIT;
+        uint64_t hist[2] = {r->sb.gen.history[0], r->sb.gen.history[1]};
+        g.current = r->sb.gen.current;
+        g.history = hist;
+        g.n_history = 2;
+        m.gen = &g;
+        pthread_mutex_unlock(&r->lock);
+        if (rc == 0)
+                rc = repl_md_flush_bitmap(r->md);
+        if (rc == 0)
+                rc = repl_send_ctl(r, TANDEM__REPL__MSG_TYPE__MSG_SYNC_DONE, &m);
+        if (rc < 0)
+                snprintf(err, errlen, "skip-initial-sync: %s", strerror(-rc));
+        return rc;
+}
+
+int repl_admin_skip_initial_sync(const char *iqn, uint64_t lun, char *err, size_t errlen)
+{
+        return repl_with_lun(iqn, lun, err, errlen, do_skip_initial, NULL);
+}

@@ -1,0 +1,477 @@
+/*
+ * The receivers. Data channel: the peer's writes, resync data and verify requests, applied
+ * in sequence order (a gap or a repeat ends the connection) and acknowledged cumulatively
+ * on the control channel once applied as durably as asked. Control channel: acks, states,
+ * pings, end of resync, verify results; silence longer than the timeout drops the peer.
+ */
+#include <errno.h>
+#include <openssl/sha.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "repl_internal.h"
+#include "tandem/log.h"
+#include "wire.h"
+
+#define ACK_BATCH 32u
+
+uint64_t tdm_now_ns(void);
+
+static bool link_is_up(struct repl_lun *r)
+{
+        pthread_mutex_lock(&r->lock);
+        bool up = r->link_up;
+        pthread_mutex_unlock(&r->lock);
+        return up;
+}
+
+static int send_ack(struct repl_lun *r, uint64_t seq, int error)
+{
+        Tandem__Repl__Ack m = TANDEM__REPL__ACK__INIT;
+        m.seq = seq;
+        m.error = error;
+        return repl_send_ctl(r, TANDEM__REPL__MSG_TYPE__MSG_ACK, &m);
+}
+
+/* ---- the data channel ---- */
+
+struct rx_state {
+        uint8_t *buf;
+        size_t cap;
+        uint64_t pending_ack; /* highest seq applied, not yet acknowledged */
+        unsigned unacked;
+};
+
+static int rx_buf(struct rx_state *st, size_t len)
+{
+        if (len <= st->cap)
+                return 0;
+        void *p = NULL;
+        if (posix_memalign(&p, 4096, len))
+                return -ENOMEM;
+        free(st->buf);
+        st->buf = p;
+        st->cap = len;
+        return 0;
+}
+
+static bool range_ok(struct repl_lun *r, uint64_t off, uint64_t len)
+{
+        uint32_t bs = r->lun->block_size;
+        return off % bs == 0 && len % bs == 0 && off <= r->size_bytes && len <= r->size_bytes - off;
+}
+
+/* A change the peer sent failed here: our copy is no longer a mirror. */
+static int apply_failed(struct repl_lun *r, uint64_t off, uint64_t len, int rc, const char *what)
+{
+        repl_md_set_dirty(r->md, off, len);
+        pthread_mutex_lock(&r->lock);
+        r->sb.disk = REPL_DISK_INCONSISTENT;
+        repl_persist(r);
+        repl_set_error(r, "%s failed on this node: %s", what, strerror(-rc));
+        pthread_mutex_unlock(&r->lock);
+        return rc;
+}
+
+static int apply_change(struct repl_lun *r, uint32_t kind, const void *buf, uint64_t off,
+                        uint64_t len)
+{
+        if (len == 0)
+                return 0;
+        int rc = repl_md_al_begin(r->md, off, len);
+        if (rc < 0)
+                return apply_failed(r, off, len, rc, "activity log");
+        switch (kind) {
+        case REPL_IO_WRITE:
+                rc = bs_write(r->bs, buf, len, off);
+                break;
+        case REPL_IO_ZERO:
+                rc = bs_write_zeroes(r->bs, off, len);
+                break;
+        case REPL_IO_UNMAP:
+                rc = bs_unmap(r->bs, off, len);
+                break;
+        default:
+                rc = -EINVAL;
+        }
+        if (rc < 0)
+                apply_failed(r, off, len, rc, "replicated write");
+        repl_md_al_end(r->md, off, len);
+        return rc;
+}
+
+static int protocol_error(struct repl_lun *r, const char *fmt, const char *what)
+{
+        char why[200];
+        snprintf(why, sizeof(why), fmt, what);
+        repl_disconnect(r, why);
+        return -EPROTO;
+}
+
+static int on_write(struct repl_lun *r, struct rx_state *st, const struct repl_rx *rx)
+{
+        const Tandem__Repl__Write *m = (const Tandem__Repl__Write *)rx->msg;
+        pthread_mutex_lock(&r->lock);
+        bool primary = r->sb.role == REPL_ROLE_PRIMARY;
+        pthread_mutex_unlock(&r->lock);
+        if (primary)
+                return protocol_error(r, "peer sent a %s while this node is Primary", "write");
+        bool data = m->kind == REPL_IO_WRITE;
+        bool kind_ok = data || m->kind == REPL_IO_ZERO || m->kind == REPL_IO_UNMAP;
+        if (!kind_ok || !range_ok(r, m->offset, m->length) ||
+            rx->f.payload_len != (data ? m->length : 0))
+                return protocol_error(r, "malformed %s from peer", "write");
+        int rc = rx_buf(st, rx->f.payload_len);
+        if (rc == 0 && rx->f.payload_len)
+                rc = repl_recv_payload(r->data_fd, st->buf, rx->f.payload_len, -1);
+        if (rc < 0)
+                return rc;
+        return apply_change(r, m->kind, st->buf, m->offset, m->length);
+}
+
+static int on_resync_data(struct repl_lun *r, struct rx_state *st, const struct repl_rx *rx)
+{
+        const Tandem__Repl__ResyncData *m = (const Tandem__Repl__ResyncData *)rx->msg;
+        pthread_mutex_lock(&r->lock);
+        bool target = r->conn == REPL_CONN_SYNC_TARGET;
+        pthread_mutex_unlock(&r->lock);
+        if (!target)
+                return protocol_error(r, "peer sent %s while this node is not SyncTarget",
+                                      "resync data");
+        if (!range_ok(r, m->offset, m->length) || rx->f.payload_len != (m->zero ? 0 : m->length))
+                return protocol_error(r, "malformed %s from peer", "resync data");
+        int rc = rx_buf(st, rx->f.payload_len);
+        if (rc == 0 && rx->f.payload_len)
+                rc = repl_recv_payload(r->data_fd, st->buf, rx->f.payload_len, -1);
+        if (rc < 0)
+                return rc;
+        rc = apply_change(r, m->zero ? REPL_IO_ZERO : REPL_IO_WRITE, st->buf, m->offset, m->length);
+        if (rc == 0) {
+                pthread_mutex_lock(&r->lock);
+                r->resync_received += m->length;
+                r->sync_done += m->length;
+                pthread_mutex_unlock(&r->lock);
+        }
+        return rc;
+}
+
+static void block_digest(const uint8_t *p, size_t len, uint8_t out[32])
+{
+        SHA256(p, len, out);
+}
+
+static int on_verify(struct repl_lun *r, struct rx_state *st, const struct repl_rx *rx)
+{
+        const Tandem__Repl__VerifyRequest *m = (const Tandem__Repl__VerifyRequest *)rx->msg;
+        if (m->length == 0) { /* the end of a verify run */
+                pthread_mutex_lock(&r->lock);
+                if (r->conn == REPL_CONN_VERIFY_TARGET)
+                        r->conn = REPL_CONN_CONNECTED;
+                pthread_mutex_unlock(&r->lock);
+                return 0;
+        }
+        uint32_t blk = m->block_bytes;
+        if (blk != REPL_VERIFY_BLOCK || !range_ok(r, m->offset, m->length) ||
+            m->length > REPL_VERIFY_CHUNK || m->length % blk ||
+            rx->f.payload_len != m->length / blk * 32)
+                return protocol_error(r, "malformed %s from peer", "verify request");
+        int rc = rx_buf(st, m->length + rx->f.payload_len);
+        if (rc == 0)
+                rc = repl_recv_payload(r->data_fd, st->buf + m->length, rx->f.payload_len, -1);
+        if (rc < 0)
+                return rc;
+        pthread_mutex_lock(&r->lock);
+        if (r->conn == REPL_CONN_CONNECTED)
+                r->conn = REPL_CONN_VERIFY_TARGET;
+        pthread_mutex_unlock(&r->lock);
+        rc = bs_read(r->bs, st->buf, m->length, m->offset);
+        uint64_t *bad = calloc(m->length / blk, sizeof(*bad));
+        size_t n_bad = 0;
+        if (!bad)
+                return -ENOMEM;
+        for (uint32_t i = 0; rc == 0 && i < m->length / blk; i++) {
+                uint8_t d[32];
+                block_digest(st->buf + (size_t)i * blk, blk, d);
+                if (memcmp(d, st->buf + m->length + (size_t)i * 32, 32) != 0)
+                        bad[n_bad++] = m->offset + (uint64_t)i * blk;
+        }
+        Tandem__Repl__VerifyReply rep = TANDEM__REPL__VERIFY_REPLY__INIT;
+        rep.seq = m->seq;
+        rep.offset = m->offset;
+        rep.length = m->length;
+        rep.mismatch_offsets = bad;
+        rep.n_mismatch_offsets = n_bad;
+        rep.error = rc < 0 ? -rc : 0;
+        int src = repl_send_ctl(r, TANDEM__REPL__MSG_TYPE__MSG_VERIFY_REPLY, &rep);
+        free(bad);
+        return src;
+}
+
+static int on_scsi_state(struct repl_lun *r, const struct repl_rx *rx)
+{
+        const Tandem__Repl__ScsiState *m = (const Tandem__Repl__ScsiState *)rx->msg;
+        if ((m->lun_naa && strcasecmp(m->lun_naa, r->naa) != 0) ||
+            (m->lun_serial && m->lun_serial[0] && strcmp(m->lun_serial, r->serial) != 0))
+                return protocol_error(r, "peer's %s differs from this node's", "LUN identity");
+        return 0;
+}
+
+/* Flush (if asked) and acknowledge everything applied so far. */
+static int flush_acks(struct repl_lun *r, struct rx_state *st)
+{
+        if (!st->unacked)
+                return 0;
+        st->unacked = 0;
+        return send_ack(r, st->pending_ack, 0);
+}
+
+static int on_data_message(struct repl_lun *r, struct rx_state *st, struct repl_rx *rx)
+{
+        switch (rx->f.type) {
+        case TANDEM__REPL__MSG_TYPE__MSG_WRITE:
+                return on_write(r, st, rx);
+        case TANDEM__REPL__MSG_TYPE__MSG_FLUSH: {
+                int rc = bs_flush(r->bs);
+                return rc < 0 ? apply_failed(r, 0, 0, rc, "flush") : 0;
+        }
+        case TANDEM__REPL__MSG_TYPE__MSG_RS_DATA:
+                return on_resync_data(r, st, rx);
+        case TANDEM__REPL__MSG_TYPE__MSG_VERIFY_REQ:
+                return on_verify(r, st, rx);
+        case TANDEM__REPL__MSG_TYPE__MSG_SCSI_STATE:
+                return on_scsi_state(r, rx);
+        default:
+                return protocol_error(r, "unexpected %s on the data channel",
+                                      repl_msg_name(rx->f.type));
+        }
+}
+
+/* The seq every data message carries first (field 1 of each type). */
+static uint64_t data_seq(const struct repl_rx *rx)
+{
+        switch (rx->f.type) {
+        case TANDEM__REPL__MSG_TYPE__MSG_WRITE:
+                return ((const Tandem__Repl__Write *)rx->msg)->seq;
+        case TANDEM__REPL__MSG_TYPE__MSG_FLUSH:
+                return ((const Tandem__Repl__Flush *)rx->msg)->seq;
+        case TANDEM__REPL__MSG_TYPE__MSG_RS_DATA:
+                return ((const Tandem__Repl__ResyncData *)rx->msg)->seq;
+        case TANDEM__REPL__MSG_TYPE__MSG_VERIFY_REQ:
+                return ((const Tandem__Repl__VerifyRequest *)rx->msg)->seq;
+        case TANDEM__REPL__MSG_TYPE__MSG_SCSI_STATE:
+                return ((const Tandem__Repl__ScsiState *)rx->msg)->seq;
+        default:
+                return 0;
+        }
+}
+
+static bool more_input(int fd)
+{
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        return poll(&p, 1, 0) > 0;
+}
+
+void *repl_data_rx_main(void *arg)
+{
+        struct repl_lun *r = arg;
+        struct rx_state st = {0};
+        int fd = r->data_fd;
+        for (;;) {
+                struct repl_rx rx;
+                const char *why = NULL;
+                int rc = repl_recv_head(fd, &rx, -1, &why);
+                if (rc < 0) {
+                        repl_disconnect(r, why ? why : "data channel closed");
+                        break;
+                }
+                uint64_t seq = data_seq(&rx);
+                if (seq != r->rx_expect_seq) {
+                        char m[128];
+                        snprintf(m, sizeof(m), "out-of-order sequence number %llu (expected %llu)",
+                                 (unsigned long long)seq, (unsigned long long)r->rx_expect_seq);
+                        repl_rx_free(&rx);
+                        repl_disconnect(r, m);
+                        break;
+                }
+                r->rx_expect_seq++;
+                rc = on_data_message(r, &st, &rx);
+                repl_rx_free(&rx);
+                if (rc == -EPROTO || rc == -ECONNRESET || rc == -ETIMEDOUT) {
+                        if (rc != -EPROTO)
+                                repl_disconnect(r, "data channel closed");
+                        break;
+                }
+                if (rc < 0) { /* our disk failed it: tell the sender, then stop mirroring */
+                        flush_acks(r, &st);
+                        send_ack(r, seq, -rc);
+                        repl_disconnect(r, "a replicated change failed on this node");
+                        break;
+                }
+                st.pending_ack = seq;
+                st.unacked++;
+                if ((st.unacked >= ACK_BATCH || !more_input(fd)) && flush_acks(r, &st) < 0) {
+                        repl_disconnect(r, "cannot send acks");
+                        break;
+                }
+        }
+        free(st.buf);
+        return NULL;
+}
+
+/* ---- the control channel ---- */
+
+static void on_sync_done(struct repl_lun *r, const Tandem__Repl__SyncDone *m)
+{
+        struct repl_gen src = {0};
+        if (m->gen) {
+                src.current = m->gen->current;
+                src.bitmap = m->gen->bitmap;
+                for (size_t i = 0; i < m->gen->n_history && i < 2; i++)
+                        src.history[i] = m->gen->history[i];
+        }
+        repl_md_clear_dirty(r->md, 0, r->size_bytes);
+        int frc = repl_md_flush_bitmap(r->md);
+        pthread_mutex_lock(&r->lock);
+        repl_gen_sync_target_done(&r->sb.gen, &src);
+        r->sb.disk = frc == 0 ? REPL_DISK_UPTODATE : REPL_DISK_INCONSISTENT;
+        r->sb.peer_disk = REPL_DISK_UPTODATE;
+        r->want_discard = false;
+        r->conn = REPL_CONN_CONNECTED;
+        r->sync_done = r->sync_total;
+        repl_persist(r);
+        pthread_mutex_unlock(&r->lock);
+        log_notice("replication %s lun %llu: resync from node %u done; disk UpToDate", r->iqn,
+                   (unsigned long long)r->lun_id, r->peer_id);
+}
+
+static void on_verify_reply(struct repl_lun *r, const Tandem__Repl__VerifyReply *m)
+{
+        for (size_t i = 0; i < m->n_mismatch_offsets; i++) {
+                uint64_t off = m->mismatch_offsets[i];
+                if (off < r->size_bytes && r->verify_resync)
+                        repl_md_set_dirty(r->md, off, REPL_VERIFY_BLOCK);
+        }
+        pthread_mutex_lock(&r->lock);
+        r->verify_oos += (uint64_t)m->n_mismatch_offsets * REPL_VERIFY_BLOCK;
+        if (m->error)
+                repl_set_error(r, "verify: peer could not read at %llu: %s",
+                               (unsigned long long)m->offset, strerror(m->error));
+        pthread_mutex_unlock(&r->lock);
+        if (m->n_mismatch_offsets)
+                log_warn("replication %s lun %llu: verify found %zu out-of-sync blocks of 4 KiB "
+                         "at %llu..",
+                         r->iqn, (unsigned long long)r->lun_id, m->n_mismatch_offsets,
+                         (unsigned long long)m->mismatch_offsets[0]);
+}
+
+static void on_peer_state(struct repl_lun *r, const Tandem__Repl__State *m)
+{
+        pthread_mutex_lock(&r->lock);
+        repl_peer_from_state(r, m);
+        bool both_primary =
+            r->peer.side.role == REPL_ROLE_PRIMARY && r->sb.role == REPL_ROLE_PRIMARY;
+        if (r->conn == REPL_CONN_CONNECTED || r->conn == REPL_CONN_SYNC_SOURCE)
+                r->sb.peer_disk = r->peer.side.disk;
+        pthread_mutex_unlock(&r->lock);
+        if (both_primary)
+                repl_disconnect(r, "both nodes are Primary");
+}
+
+static int on_ctl_message(struct repl_lun *r, struct repl_rx *rx)
+{
+        switch (rx->f.type) {
+        case TANDEM__REPL__MSG_TYPE__MSG_ACK: {
+                const Tandem__Repl__Ack *m = (const Tandem__Repl__Ack *)rx->msg;
+                repl_acked(r, m->seq, -m->error);
+                if (m->error) {
+                        pthread_mutex_lock(&r->lock);
+                        r->sb.peer_disk = REPL_DISK_INCONSISTENT;
+                        pthread_mutex_unlock(&r->lock);
+                        char why[160];
+                        snprintf(why, sizeof(why), "peer failed a replicated change: %s",
+                                 strerror(m->error));
+                        repl_disconnect(r, why);
+                        return -EIO;
+                }
+                return 0;
+        }
+        case TANDEM__REPL__MSG_TYPE__MSG_PING: {
+                Tandem__Repl__Ping *m = (Tandem__Repl__Ping *)rx->msg;
+                return repl_send_ctl(r, TANDEM__REPL__MSG_TYPE__MSG_PING_ACK, m);
+        }
+        case TANDEM__REPL__MSG_TYPE__MSG_PING_ACK:
+                return 0;
+        case TANDEM__REPL__MSG_TYPE__MSG_STATE:
+                on_peer_state(r, (const Tandem__Repl__State *)rx->msg);
+                return 0;
+        case TANDEM__REPL__MSG_TYPE__MSG_SYNC_DONE:
+                on_sync_done(r, (const Tandem__Repl__SyncDone *)rx->msg);
+                return 0;
+        case TANDEM__REPL__MSG_TYPE__MSG_VERIFY_REPLY:
+                on_verify_reply(r, (const Tandem__Repl__VerifyReply *)rx->msg);
+                return 0;
+        case TANDEM__REPL__MSG_TYPE__MSG_DISCONNECT: {
+                const Tandem__Repl__Disconnect *m = (const Tandem__Repl__Disconnect *)rx->msg;
+                char why[300];
+                snprintf(why, sizeof(why), "peer closed: %s", m->reason ? m->reason : "");
+                repl_disconnect(r, why);
+                return -ECONNRESET;
+        }
+        default: {
+                char why[96];
+                snprintf(why, sizeof(why), "unexpected %s on the control channel",
+                         repl_msg_name(rx->f.type));
+                repl_disconnect(r, why);
+                return -EPROTO;
+        }
+        }
+}
+
+void *repl_ctl_rx_main(void *arg)
+{
+        struct repl_lun *r = arg;
+        int fd = r->ctl_fd;
+        unsigned timeout = r->cfg.timeout_ms;
+        unsigned ping_ms = timeout / 4 ? timeout / 4 : 1;
+        uint64_t ping_ns = (uint64_t)ping_ms * 1000000ull;
+        uint64_t last_rx = tdm_now_ns(), last_ping = 0;
+        uint64_t token = 0;
+        while (link_is_up(r)) {
+                uint64_t now = tdm_now_ns();
+                /* Pings go out on time even while acks flow: the peer watches this channel. */
+                if (now - last_ping >= ping_ns) {
+                        Tandem__Repl__Ping m = TANDEM__REPL__PING__INIT;
+                        m.token = ++token;
+                        if (repl_send_ctl(r, TANDEM__REPL__MSG_TYPE__MSG_PING, &m) < 0) {
+                                repl_disconnect(r, "cannot send to peer");
+                                break;
+                        }
+                        last_ping = now;
+                }
+                if (now - last_rx > (uint64_t)timeout * 1000000ull) {
+                        char why[96];
+                        snprintf(why, sizeof(why), "peer silent for %u ms", timeout);
+                        repl_disconnect(r, why);
+                        break;
+                }
+                struct pollfd p = {.fd = fd, .events = POLLIN};
+                if (poll(&p, 1, (int)ping_ms) <= 0)
+                        continue;
+                struct repl_rx rx;
+                const char *why = NULL;
+                int rc = repl_recv(fd, &rx, (int)timeout, &why);
+                if (rc < 0) {
+                        repl_disconnect(r, why                 ? why
+                                           : rc == -ECONNRESET ? "peer closed"
+                                                               : strerror(-rc));
+                        break;
+                }
+                last_rx = tdm_now_ns();
+                rc = on_ctl_message(r, &rx);
+                repl_rx_free(&rx);
+                if (rc < 0 && !link_is_up(r))
+                        break;
+        }
+        return NULL;
+}

@@ -1,0 +1,353 @@
+/*
+ * A replicated LUN's lifetime (create, start, destroy), its persisted state, and the list
+ * of every replicated LUN the admin plane walks.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "repl_internal.h"
+#include "tandem/config_repl.h"
+#include "tandem/log.h"
+
+static pthread_mutex_t all_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct repl_lun **all;
+static size_t n_all;
+
+const char *repl_role_name(enum repl_role r)
+{
+        return r == REPL_ROLE_PRIMARY ? "Primary" : "Secondary";
+}
+
+const char *repl_disk_name(enum repl_disk_state d)
+{
+        static const char *const names[] = {"Diskless", "Inconsistent", "Outdated", "UpToDate",
+                                            "DUnknown"};
+        return (unsigned)d < sizeof(names) / sizeof(names[0]) ? names[d] : "?";
+}
+
+const char *repl_conn_name(enum repl_conn_state c)
+{
+        static const char *const names[] = {"StandAlone",  "Connecting", "Connected",
+                                            "SyncSource",  "SyncTarget", "VerifySource",
+                                            "VerifyTarget"};
+        return (unsigned)c < sizeof(names) / sizeof(names[0]) ? names[c] : "?";
+}
+
+void repl_set_error(struct repl_lun *r, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(r->last_error, sizeof(r->last_error), fmt, ap);
+        va_end(ap);
+        log_warn("replication %s lun %llu: %s", r->iqn, (unsigned long long)r->lun_id,
+                 r->last_error);
+}
+
+int repl_persist(struct repl_lun *r)
+{
+        int rc = repl_md_put_super(r->md, &r->sb);
+        if (rc < 0)
+                log_err("replication %s lun %llu: cannot write metadata %s: %s", r->iqn,
+                        (unsigned long long)r->lun_id, r->md_path, strerror(-rc));
+        return rc;
+}
+
+void repl_side_self(struct repl_lun *r, struct repl_side *s)
+{
+        *s = (struct repl_side){.gen = r->sb.gen,
+                                .disk = r->sb.disk,
+                                .role = r->sb.role,
+                                .crashed_primary = r->crashed_primary,
+                                .dirty_bits = repl_md_dirty_bits(r->md),
+                                .promote_epoch = r->sb.promote_epoch,
+                                .node_id = r->node_id,
+                                .node_name = r->self_name,
+                                .want_discard = r->want_discard};
+}
+
+void repl_update_standby(struct repl_lun *r)
+{
+        atomic_store_explicit(&r->lun->standby, r->sb.role != REPL_ROLE_PRIMARY,
+                              memory_order_release);
+}
+
+static int endpoints(struct repl_lun *r, const struct tdm_repl_cfg *c, char *err, size_t errlen)
+{
+        const struct tdm_repl_node *self = tdm_repl_local_node(c, r->node_id);
+        const struct tdm_repl_node *peer = tdm_repl_peer_node(c, r->node_id);
+        if (!self || !peer) {
+                snprintf(err, errlen, "replication.nodes: node %u and one peer are needed",
+                         r->node_id);
+                return -EINVAL;
+        }
+        r->peer_id = peer->id;
+        snprintf(r->self_name, sizeof(r->self_name), "%s", self->name);
+        snprintf(r->peer_name, sizeof(r->peer_name), "%s", peer->name);
+        if (tdm_repl_node_endpoint(c, self, r->listen_host, sizeof(r->listen_host),
+                                   &r->listen_port) < 0 ||
+            tdm_repl_node_endpoint(c, peer, r->peer_host, sizeof(r->peer_host), &r->peer_port) <
+                0) {
+                snprintf(err, errlen, "replication.nodes: bad address");
+                return -EINVAL;
+        }
+        return 0;
+}
+
+static void md_path_for(struct repl_lun *r, const char *state_dir)
+{
+        if (r->cfg.metadata[0])
+                snprintf(r->md_path, sizeof(r->md_path), "%s", r->cfg.metadata);
+        else
+                snprintf(r->md_path, sizeof(r->md_path), "%s/repl-%s.md", state_dir, r->naa);
+}
+
+static void lun_init_locks(struct repl_lun *r)
+{
+        pthread_mutex_init(&r->lock, NULL);
+        pthread_cond_init(&r->cond, NULL);
+        pthread_mutex_init(&r->send_lock, NULL);
+        pthread_mutex_init(&r->ctl_send_lock, NULL);
+        for (unsigned i = 0; i < REPL_ORDER_STRIPES; i++)
+                pthread_mutex_init(&r->order[i], NULL);
+}
+
+static void lun_free(struct repl_lun *r)
+{
+        pthread_mutex_destroy(&r->lock);
+        pthread_cond_destroy(&r->cond);
+        pthread_mutex_destroy(&r->send_lock);
+        pthread_mutex_destroy(&r->ctl_send_lock);
+        for (unsigned i = 0; i < REPL_ORDER_STRIPES; i++)
+                pthread_mutex_destroy(&r->order[i]);
+        free(r);
+}
+
+static int open_metadata(struct repl_lun *r, char *err, size_t errlen)
+{
+        bool crashed = false;
+        int rc = repl_md_open(r->md_path, r->size_bytes, r->node_id, r->peer_id, true, &r->md,
+                              &crashed, err, errlen);
+        if (rc < 0)
+                return rc;
+        repl_md_get_super(r->md, &r->sb);
+        r->crashed_primary = crashed;
+        if (crashed)
+                log_warn("replication %s lun %llu: this node was Primary and did not shut down "
+                         "cleanly; the extents it was writing are marked out of sync",
+                         r->iqn, (unsigned long long)r->lun_id);
+        /* Every start is as Secondary: the admin or the cluster manager promotes. */
+        r->sb.role = REPL_ROLE_SECONDARY;
+        r->sb.primary_active = false;
+        return repl_persist(r);
+}
+
+int repl_lun_create(struct scsi_lun *lun, const struct tdm_lun_cfg *cfg, const char *iqn,
+                    uint32_t node_id, const char *state_dir, struct repl_lun **out, char *err,
+                    size_t errlen)
+{
+        struct repl_lun *r = calloc(1, sizeof(*r));
+        if (!r)
+                return -ENOMEM;
+        snprintf(r->iqn, sizeof(r->iqn), "%s", iqn);
+        r->lun_id = cfg->lun;
+        snprintf(r->naa, sizeof(r->naa), "%s", cfg->naa);
+        snprintf(r->serial, sizeof(r->serial), "%s", cfg->serial);
+        r->cfg = cfg->repl;
+        r->node_id = node_id;
+        r->lun = lun;
+        r->bs = lun->bs;
+        r->size_bytes = atomic_load(&lun->num_blocks) * lun->block_size;
+        r->listen_fd = r->data_fd = r->ctl_fd = -1;
+        r->want_connect = true;
+        r->next_seq = 1;
+        lun_init_locks(r);
+        int rc = endpoints(r, &cfg->repl, err, errlen);
+        if (rc == 0) {
+                md_path_for(r, state_dir);
+                rc = open_metadata(r, err, errlen);
+        }
+        if (rc < 0) {
+                if (r->md)
+                        repl_md_close(r->md);
+                lun_free(r);
+                return rc;
+        }
+        scsi_lun_get(lun);
+        lun->repl = r;
+        repl_update_standby(r);
+        *out = r;
+        return 0;
+}
+
+static int list_add(struct repl_lun *r)
+{
+        pthread_mutex_lock(&all_lock);
+        struct repl_lun **p = realloc(all, (n_all + 1) * sizeof(*p));
+        if (!p) {
+                pthread_mutex_unlock(&all_lock);
+                return -ENOMEM;
+        }
+        all = p;
+        all[n_all++] = r;
+        pthread_mutex_unlock(&all_lock);
+        return 0;
+}
+
+static void list_del(struct repl_lun *r)
+{
+        pthread_mutex_lock(&all_lock);
+        for (size_t i = 0; i < n_all; i++) {
+                if (all[i] == r) {
+                        all[i] = all[--n_all];
+                        break;
+                }
+        }
+        if (n_all == 0) {
+                free(all);
+                all = NULL;
+        }
+        pthread_mutex_unlock(&all_lock);
+}
+
+int repl_lun_start(struct repl_lun *r)
+{
+        int rc = list_add(r);
+        if (rc < 0)
+                return rc;
+        rc = -pthread_create(&r->manager, NULL, repl_manager_main, r);
+        if (rc < 0) {
+                list_del(r);
+                return rc;
+        }
+        r->manager_running = true;
+        log_notice("replication %s lun %llu: node %u (%s) listening on %s:%u, peer %u (%s) at "
+                   "%s:%u",
+                   r->iqn, (unsigned long long)r->lun_id, r->node_id, r->self_name, r->listen_host,
+                   r->listen_port, r->peer_id, r->peer_name, r->peer_host, r->peer_port);
+        return 0;
+}
+
+/* Stops the manager and the connection; writes after this stay local (bits set). */
+static void lun_quiesce(struct repl_lun *r)
+{
+        pthread_mutex_lock(&r->lock);
+        r->stopping = true;
+        r->want_connect = false;
+        pthread_cond_broadcast(&r->cond);
+        pthread_mutex_unlock(&r->lock);
+        repl_disconnect(r, "shutting down");
+        if (r->manager_running) {
+                pthread_join(r->manager, NULL);
+                r->manager_running = false;
+        }
+}
+
+void repl_lun_destroy(struct repl_lun *r)
+{
+        if (!r)
+                return;
+        lun_quiesce(r);
+        list_del(r);
+        if (r->listen_fd >= 0)
+                close(r->listen_fd);
+        pthread_mutex_lock(&r->lock);
+        r->sb.role = REPL_ROLE_SECONDARY;
+        r->sb.primary_active = false;
+        repl_persist(r);
+        pthread_mutex_unlock(&r->lock);
+        int rc = repl_md_close(r->md);
+        if (rc < 0)
+                log_err("replication %s lun %llu: closing metadata: %s", r->iqn,
+                        (unsigned long long)r->lun_id, strerror(-rc));
+        r->lun->repl = NULL;
+        scsi_lun_put(r->lun);
+        lun_free(r);
+}
+
+/* Finds a started replicated LUN; the caller holds all_lock. */
+static struct repl_lun *find_locked(const char *iqn, uint64_t lun)
+{
+        for (size_t i = 0; i < n_all; i++)
+                if (all[i]->lun_id == lun && tdm_iscsi_name_equal(all[i]->iqn, iqn))
+                        return all[i];
+        return NULL;
+}
+
+int repl_with_lun(const char *iqn, uint64_t lun, char *err, size_t errlen,
+                  int (*fn)(struct repl_lun *r, void *arg, char *err, size_t errlen), void *arg)
+{
+        pthread_mutex_lock(&all_lock);
+        struct repl_lun *r = find_locked(iqn, lun);
+        int rc;
+        if (!r) {
+                snprintf(err, errlen, "lun: %s lun %llu is not a replicated LUN", iqn,
+                         (unsigned long long)lun);
+                rc = -ENOENT;
+        } else {
+                rc = fn(r, arg, err, errlen);
+        }
+        pthread_mutex_unlock(&all_lock);
+        return rc;
+}
+
+static void status_fill(struct repl_lun *r, struct repl_status *st)
+{
+        memset(st, 0, sizeof(*st));
+        snprintf(st->iqn, sizeof(st->iqn), "%s", r->iqn);
+        st->lun = r->lun_id;
+        snprintf(st->naa, sizeof(st->naa), "%s", r->naa);
+        st->role = r->sb.role;
+        st->disk = r->sb.disk;
+        st->peer_disk = r->sb.peer_disk;
+        st->conn = r->conn;
+        st->node_id = r->node_id;
+        st->peer_node_id = r->peer_id;
+        snprintf(st->peer_name, sizeof(st->peer_name), "%s", r->peer_name);
+        snprintf(st->peer_address, sizeof(st->peer_address), "%s:%u", r->peer_host, r->peer_port);
+        st->size_bytes = r->size_bytes;
+        st->out_of_sync_bytes = repl_md_dirty_bits(r->md) << REPL_MD_BIT_SHIFT;
+        if (st->out_of_sync_bytes > r->size_bytes)
+                st->out_of_sync_bytes = r->size_bytes;
+        st->sync_total_bytes = r->sync_total;
+        st->sync_done_bytes = r->sync_done;
+        st->sync_rate_bps = r->sync_rate_bps;
+        uint64_t left = r->sync_total > r->sync_done ? r->sync_total - r->sync_done : 0;
+        st->sync_eta_s = r->sync_rate_bps ? left / r->sync_rate_bps : 0;
+        st->sync_paused = r->sync_paused;
+        st->verify_oos_bytes = r->verify_oos;
+        st->split_brain = r->split_brain;
+        snprintf(st->last_error, sizeof(st->last_error), "%s", r->last_error);
+        st->gen_current = r->sb.gen.current;
+        st->gen_bitmap = r->sb.gen.bitmap;
+        st->gen_history[0] = r->sb.gen.history[0];
+        st->gen_history[1] = r->sb.gen.history[1];
+        st->writes_replicated = atomic_load(&r->writes_replicated);
+        st->resync_bytes_sent = r->resync_sent;
+        st->resync_bytes_received = r->resync_received;
+}
+
+void repl_for_each_status(void (*cb)(void *arg, const struct repl_status *st), void *arg)
+{
+        pthread_mutex_lock(&all_lock);
+        for (size_t i = 0; i < n_all; i++) {
+                struct repl_status st;
+                pthread_mutex_lock(&all[i]->lock);
+                status_fill(all[i], &st);
+                pthread_mutex_unlock(&all[i]->lock);
+                cb(arg, &st);
+        }
+        pthread_mutex_unlock(&all_lock);
+}
+
+void repl_quiesce_all(void)
+{
+        pthread_mutex_lock(&all_lock);
+        for (size_t i = 0; i < n_all; i++)
+                lun_quiesce(all[i]);
+        pthread_mutex_unlock(&all_lock);
+}

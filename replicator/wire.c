@@ -1,0 +1,385 @@
+/* Replication frames: header codec and deadline-bounded socket I/O (see wire.h). */
+#include "wire.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+/* Reasons that carry a number; valid until the next one is formatted on this thread. */
+static _Thread_local char why_buf[96];
+
+__attribute__((format(printf, 1, 2))) static const char *why_fmt(const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why_buf, sizeof(why_buf), fmt, ap);
+        va_end(ap);
+        return why_buf;
+}
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+        p[0] = (uint8_t)(v >> 24);
+        p[1] = (uint8_t)(v >> 16);
+        p[2] = (uint8_t)(v >> 8);
+        p[3] = (uint8_t)v;
+}
+
+static uint32_t get_be32(const uint8_t *p)
+{
+        return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* ---- message types ---- */
+
+struct msg_type_info {
+        const char *name;
+        const ProtobufCMessageDescriptor *desc;
+};
+
+static const struct msg_type_info msg_types[] = {
+    [TANDEM__REPL__MSG_TYPE__MSG_HELLO] = {"HELLO", &tandem__repl__hello__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_AUTH] = {"AUTH", &tandem__repl__auth__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_AUTH_RESULT] = {"AUTH_RESULT",
+                                                 &tandem__repl__auth_result__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_STATE] = {"STATE", &tandem__repl__state__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_BITMAP] = {"BITMAP", &tandem__repl__bitmap_chunk__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_WRITE] = {"WRITE", &tandem__repl__write__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_FLUSH] = {"FLUSH", &tandem__repl__flush__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_ACK] = {"ACK", &tandem__repl__ack__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_RS_DATA] = {"RS_DATA", &tandem__repl__resync_data__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_RS_ACK] = {"RS_ACK", &tandem__repl__ack__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_SYNC_DONE] = {"SYNC_DONE", &tandem__repl__sync_done__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_VERIFY_REQ] = {"VERIFY_REQ",
+                                                &tandem__repl__verify_request__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_VERIFY_REPLY] = {"VERIFY_REPLY",
+                                                  &tandem__repl__verify_reply__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_PING] = {"PING", &tandem__repl__ping__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_PING_ACK] = {"PING_ACK", &tandem__repl__ping__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_SCSI_STATE] = {"SCSI_STATE",
+                                                &tandem__repl__scsi_state__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_DISCONNECT] = {"DISCONNECT",
+                                                &tandem__repl__disconnect__descriptor},
+};
+
+const ProtobufCMessageDescriptor *repl_msg_descriptor(uint8_t type)
+{
+        if (type >= sizeof(msg_types) / sizeof(msg_types[0]))
+                return NULL;
+        return msg_types[type].desc;
+}
+
+const char *repl_msg_name(uint8_t type)
+{
+        if (!repl_msg_descriptor(type))
+                return "UNKNOWN";
+        return msg_types[type].name;
+}
+
+/* ---- header ---- */
+
+void repl_frame_encode(uint8_t hdr[REPL_FRAME_HDR_LEN], uint8_t type, uint32_t msg_len,
+                       uint32_t payload_len)
+{
+        put_be32(hdr, REPL_WIRE_MAGIC);
+        hdr[4] = REPL_WIRE_VERSION;
+        hdr[5] = type;
+        hdr[6] = 0;
+        hdr[7] = 0;
+        put_be32(hdr + 8, msg_len);
+        put_be32(hdr + 12, payload_len);
+}
+
+int repl_frame_decode(const uint8_t hdr[REPL_FRAME_HDR_LEN], struct repl_frame *f, const char **why)
+{
+        const char *dummy;
+        if (!why)
+                why = &dummy;
+        if (get_be32(hdr) != REPL_WIRE_MAGIC) {
+                *why = "bad magic";
+                return -EPROTO;
+        }
+        if (hdr[4] != REPL_WIRE_VERSION) {
+                *why = why_fmt("unsupported frame version %u", hdr[4]);
+                return -EPROTO;
+        }
+        if (hdr[6] || hdr[7]) {
+                *why = "reserved bits set";
+                return -EPROTO;
+        }
+        if (!repl_msg_descriptor(hdr[5])) {
+                *why = why_fmt("unknown message type %u", hdr[5]);
+                return -EPROTO;
+        }
+        uint32_t msg_len = get_be32(hdr + 8), payload_len = get_be32(hdr + 12);
+        if (msg_len > REPL_MSG_MAX) {
+                *why = "message too large";
+                return -EPROTO;
+        }
+        if (payload_len > REPL_PAYLOAD_MAX) {
+                *why = "payload too large";
+                return -EPROTO;
+        }
+        f->type = hdr[5];
+        f->msg_len = msg_len;
+        f->payload_len = payload_len;
+        return 0;
+}
+
+/* ---- deadline-bounded socket I/O ---- */
+
+struct deadline {
+        bool none;
+        int64_t at_ms; /* CLOCK_MONOTONIC */
+};
+
+static int64_t now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static struct deadline deadline_in(int timeout_ms)
+{
+        struct deadline d = {.none = timeout_ms < 0, .at_ms = 0};
+        if (!d.none)
+                d.at_ms = now_ms() + timeout_ms;
+        return d;
+}
+
+/* Milliseconds left for poll(): -1 without a deadline, 0 once it has passed. */
+static int deadline_left(const struct deadline *d)
+{
+        if (d->none)
+                return -1;
+        int64_t left = d->at_ms - now_ms();
+        if (left <= 0)
+                return 0;
+        return left > INT_MAX ? INT_MAX : (int)left;
+}
+
+static int io_error(int err)
+{
+        /* A peer that went away shows up as EPIPE on send and ECONNRESET on recv. */
+        if (err == EPIPE || err == ECONNRESET)
+                return -ECONNRESET;
+        return -err;
+}
+
+/* Waits until fd is ready for events; errors and hangups are left for the next I/O call. */
+static int wait_ready(int fd, short events, const struct deadline *d)
+{
+        for (;;) {
+                int left = deadline_left(d);
+                if (left == 0)
+                        return -ETIMEDOUT;
+                struct pollfd p = {.fd = fd, .events = events};
+                int n = poll(&p, 1, left);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (n == 0)
+                        continue; /* the next round sees the deadline passed */
+                if (p.revents & POLLNVAL)
+                        return -EBADF;
+                return 0;
+        }
+}
+
+static int read_full(int fd, void *buf, size_t len, const struct deadline *d)
+{
+        uint8_t *p = buf;
+        size_t done = 0;
+        while (done < len) {
+                ssize_t n = recv(fd, p + done, len - done, MSG_DONTWAIT);
+                if (n > 0) {
+                        done += (size_t)n;
+                        continue;
+                }
+                if (n == 0)
+                        return -ECONNRESET;
+                if (errno == EINTR)
+                        continue;
+                if (errno != EAGAIN && errno != EWOULDBLOCK)
+                        return io_error(errno);
+                int r = wait_ready(fd, POLLIN, d);
+                if (r)
+                        return r;
+        }
+        return 0;
+}
+
+/* Sends every byte of iov[0..iovcnt); the array is consumed (advanced in place). */
+static int writev_full(int fd, struct iovec *iov, size_t iovcnt, const struct deadline *d)
+{
+        for (;;) {
+                while (iovcnt && iov->iov_len == 0) {
+                        iov++;
+                        iovcnt--;
+                }
+                if (!iovcnt)
+                        return 0;
+                struct msghdr mh = {.msg_iov = iov,
+                                    .msg_iovlen = iovcnt > IOV_MAX ? IOV_MAX : iovcnt};
+                ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno != EAGAIN && errno != EWOULDBLOCK)
+                                return io_error(errno);
+                        int r = wait_ready(fd, POLLOUT, d);
+                        if (r)
+                                return r;
+                        continue;
+                }
+                size_t sent = (size_t)n;
+                while (sent && iovcnt) {
+                        if (sent >= iov->iov_len) {
+                                sent -= iov->iov_len;
+                                iov++;
+                                iovcnt--;
+                        } else {
+                                iov->iov_base = (uint8_t *)iov->iov_base + sent;
+                                iov->iov_len -= sent;
+                                sent = 0;
+                        }
+                }
+        }
+}
+
+int repl_read_full(int fd, void *buf, size_t len, int timeout_ms)
+{
+        struct deadline d = deadline_in(timeout_ms);
+        return read_full(fd, buf, len, &d);
+}
+
+int repl_write_full(int fd, const void *buf, size_t len, int timeout_ms)
+{
+        struct deadline d = deadline_in(timeout_ms);
+        struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+        return writev_full(fd, &iov, 1, &d);
+}
+
+/* ---- frames ---- */
+
+#define SEND_SMALL_MSG 256
+#define SEND_SMALL_IOV 16
+
+int repl_send(int fd, uint8_t type, const ProtobufCMessage *msg, const struct iovec *payload,
+              int niov, int timeout_ms)
+{
+        struct deadline d = deadline_in(timeout_ms);
+        const ProtobufCMessageDescriptor *desc = repl_msg_descriptor(type);
+        if (!desc || (msg && msg->descriptor != desc) || niov < 0 || (niov && !payload))
+                return -EINVAL;
+
+        uint64_t payload_len = 0;
+        for (int i = 0; i < niov; i++)
+                payload_len += payload[i].iov_len;
+        if (payload_len > REPL_PAYLOAD_MAX)
+                return -EMSGSIZE;
+        size_t msg_len = msg ? protobuf_c_message_get_packed_size(msg) : 0;
+        if (msg_len > REPL_MSG_MAX)
+                return -EMSGSIZE;
+
+        uint8_t small_msg[SEND_SMALL_MSG];
+        struct iovec small_iov[SEND_SMALL_IOV + 2];
+        uint8_t *packed = msg_len <= sizeof(small_msg) ? small_msg : malloc(msg_len);
+        struct iovec *iov =
+            niov <= SEND_SMALL_IOV ? small_iov : calloc((size_t)niov + 2, sizeof(*iov));
+        int r = -ENOMEM;
+        if (!packed || !iov)
+                goto out;
+        if (msg_len)
+                protobuf_c_message_pack(msg, packed);
+
+        uint8_t hdr[REPL_FRAME_HDR_LEN];
+        repl_frame_encode(hdr, type, (uint32_t)msg_len, (uint32_t)payload_len);
+        iov[0] = (struct iovec){.iov_base = hdr, .iov_len = sizeof(hdr)};
+        iov[1] = (struct iovec){.iov_base = packed, .iov_len = msg_len};
+        if (niov)
+                memcpy(iov + 2, payload, (size_t)niov * sizeof(*iov));
+        r = writev_full(fd, iov, (size_t)niov + 2, &d);
+out:
+        if (packed && packed != small_msg)
+                free(packed);
+        if (iov && iov != small_iov)
+                free(iov);
+        return r;
+}
+
+void repl_rx_free(struct repl_rx *rx)
+{
+        if (rx->msg)
+                protobuf_c_message_free_unpacked(rx->msg, NULL);
+        free(rx->payload);
+        memset(rx, 0, sizeof(*rx));
+}
+
+static int recv_head(int fd, struct repl_rx *rx, const struct deadline *d, const char **why)
+{
+        uint8_t hdr[REPL_FRAME_HDR_LEN];
+        int r = read_full(fd, hdr, sizeof(hdr), d);
+        if (r)
+                return r;
+        /* Every length is checked here, before anything is allocated for it. */
+        r = repl_frame_decode(hdr, &rx->f, why);
+        if (r)
+                return r;
+
+        uint8_t *buf = malloc(rx->f.msg_len ? rx->f.msg_len : 1);
+        if (!buf)
+                return -ENOMEM;
+        r = read_full(fd, buf, rx->f.msg_len, d);
+        if (!r) {
+                rx->msg = protobuf_c_message_unpack(repl_msg_descriptor(rx->f.type), NULL,
+                                                    rx->f.msg_len, buf);
+                if (!rx->msg) {
+                        *why = why_fmt("malformed %s message", repl_msg_name(rx->f.type));
+                        r = -EPROTO;
+                }
+        }
+        free(buf);
+        return r;
+}
+
+int repl_recv_head(int fd, struct repl_rx *rx, int timeout_ms, const char **why)
+{
+        const char *dummy;
+        struct deadline d = deadline_in(timeout_ms);
+        memset(rx, 0, sizeof(*rx));
+        int r = recv_head(fd, rx, &d, why ? why : &dummy);
+        if (r)
+                repl_rx_free(rx);
+        return r;
+}
+
+int repl_recv_payload(int fd, void *buf, uint32_t len, int timeout_ms)
+{
+        return repl_read_full(fd, buf, len, timeout_ms);
+}
+
+int repl_recv(int fd, struct repl_rx *rx, int timeout_ms, const char **why)
+{
+        const char *dummy;
+        struct deadline d = deadline_in(timeout_ms);
+        memset(rx, 0, sizeof(*rx));
+        int r = recv_head(fd, rx, &d, why ? why : &dummy);
+        if (!r && rx->f.payload_len) {
+                rx->payload = malloc(rx->f.payload_len);
+                r = rx->payload ? read_full(fd, rx->payload, rx->f.payload_len, &d) : -ENOMEM;
+        }
+        if (r)
+                repl_rx_free(rx);
+        return r;
+}
