@@ -66,6 +66,7 @@ static bool range_ok(struct repl_lun *r, uint64_t off, uint64_t len)
 static int apply_failed(struct repl_lun *r, uint64_t off, uint64_t len, int rc, const char *what)
 {
         repl_md_set_dirty(r->md, off, len);
+        (void)repl_md_flush_bitmap(r->md); /* the range may lie outside the activity log */
         pthread_mutex_lock(&r->lock);
         r->sb.disk = REPL_DISK_INCONSISTENT;
         repl_persist(r);

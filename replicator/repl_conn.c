@@ -590,7 +590,7 @@ static int establish(struct repl_lun *r, bool *standalone)
         else if (d == REPL_DECIDE_IN_SYNC)
                 rc = in_sync_begin(r);
         else
-                set_conn(r, REPL_CONN_CONNECTED); /* BOTH_NEW: waiting for the admin */
+                rc = in_sync_begin(r); /* BOTH_NEW: connected, waiting for the admin */
         if (rc < 0)
                 return rc;
         pthread_mutex_lock(&r->lock);

@@ -43,6 +43,13 @@ int admin_dispatch(const uint8_t *req, size_t len, uint8_t **out, size_t *out_le
 void admin_dispatch_set_identity(const char *instance);
 
 /*
+ * A replicated LUN's status as the admin message carries it; strings and gen_history point
+ * into st (and to static state names), so st must outlive m. Exposed for tests.
+ */
+struct repl_status;
+void admin_repl_status_to_pb(const struct repl_status *st, Tandem__Admin__ReplLunStatus *m);
+
+/*
  * Client: sends req to tandemd instance and returns its unpacked response (free with
  * tandem__admin__admin_response__free_unpacked(*resp, NULL)). Errors, with err set:
  * -ECONNREFUSED "tandemd (instance X) is not running", -EACCES (not root), -ETIMEDOUT,

@@ -32,7 +32,49 @@ static const struct {
              "  chap clear IQN | chap clear --discovery\n"},
     {"status", "  status [--json]\n"},
     {"stats", "  stats [IQN] [--json]\n"},
+    {"repl", "  repl status [IQN LUN] [--json]\n"
+             "  repl promote IQN LUN [--force]\n"
+             "  repl demote IQN LUN\n"
+             "  repl connect IQN LUN\n"
+             "  repl disconnect IQN LUN\n"
+             "  repl verify IQN LUN [--resync]\n"
+             "  repl resync pause|resume IQN LUN\n"
+             "  repl invalidate IQN LUN\n"
+             "  repl resolve-split-brain IQN LUN\n"
+             "  repl skip-initial-sync IQN LUN\n"},
 };
+
+/* What each replication command does; printed with `tandemctl repl --help`. */
+static const char repl_details[] =
+    "\n"
+    "Replication (LUNs with a replication group in the configuration; states in DRBD's\n"
+    "words: role Primary/Secondary, disk UpToDate/Outdated/Inconsistent/Diskless,\n"
+    "connection StandAlone/Connecting/Connected/SyncSource/SyncTarget/VerifySource/\n"
+    "VerifyTarget):\n"
+    "  status       role, disks, connection, resync progress, generation ids, last error\n"
+    "               of every replicated LUN (or the one given); --json for scripts.\n"
+    "  promote      make this node Primary for the LUN (it then serves writes). Needs an\n"
+    "               UpToDate disk. --force promotes without one. RISK: --force makes this\n"
+    "               node's data the truth: whatever the peer wrote that this node lacks\n"
+    "               is lost when they resync. Use it only when the peer's data is gone.\n"
+    "               Normally Pacemaker promotes; a node never promotes itself.\n"
+    "  demote       back to Secondary (initiators must have stopped writing here).\n"
+    "  connect      (re)connect to the peer; a resync follows if either side changed.\n"
+    "  disconnect   drop the connection and stay StandAlone; writes go on locally and\n"
+    "               are marked for resync.\n"
+    "  verify       compare both copies online (digests only); --resync then resyncs the\n"
+    "               blocks found different.\n"
+    "  resync       pause or resume the running resync (the LUN stays out of sync).\n"
+    "  invalidate   declare this node's data bad: the whole LUN is resynced from the peer.\n"
+    "  resolve-split-brain\n"
+    "               after both nodes changed data while apart: run it on the node whose\n"
+    "               changes since the split are to be DISCARDED; it becomes SyncTarget of\n"
+    "               the other at the next connect.\n"
+    "  skip-initial-sync\n"
+    "               only for a brand-new LUN pair whose disks are known to be identical\n"
+    "               (e.g. both all zeroes): run on one node while Connected and both are\n"
+    "               Inconsistent; both become UpToDate without the full initial sync. On\n"
+    "               disks that differ it leaves silently different copies.\n";
 
 static const char usage_details[] =
     "\n"
@@ -74,6 +116,8 @@ void admin_ctl_usage(FILE *out, const char *topic)
                 for (size_t i = 0; i < sizeof(usages) / sizeof(usages[0]); i++)
                         fputs(usages[i].text, out);
         fputs(usage_details, out);
+        if (!any || (topic && strcmp(topic, "repl") == 0))
+                fputs(repl_details, out);
 }
 
 /* ---------------------------------------------------------------- parsing */
@@ -113,7 +157,7 @@ struct args {
         const char *pos[8];
         int n_pos;
         const char *size, *block_size, *physical_block_size, *mutual_user, *mutual_secret;
-        bool thin, direct, readonly, discovery, json, help;
+        bool thin, direct, readonly, discovery, json, help, force, resync;
 };
 
 static int collect(struct args *a, int argc, char **argv, int i, const char *cmd, char *err,
@@ -140,6 +184,10 @@ static int collect(struct args *a, int argc, char **argv, int i, const char *cmd
                         a->readonly = true;
                 else if (strcmp(s, "--discovery") == 0)
                         a->discovery = true;
+                else if (strcmp(s, "--force") == 0)
+                        a->force = true;
+                else if (strcmp(s, "--resync") == 0)
+                        a->resync = true;
                 else if (strcmp(s, "--size") == 0)
                         slot = &a->size;
                 else if (strcmp(s, "--block-size") == 0)
@@ -178,6 +226,8 @@ enum {
         O_MUTUAL = 32,
         O_READONLY = 64,
         O_PHYSICAL_BLOCK = 128,
+        O_FORCE = 256,
+        O_RESYNC = 512,
 };
 
 static int check_options(const struct args *a, unsigned allowed, const char *cmd, char *err,
@@ -196,6 +246,8 @@ static int check_options(const struct args *a, unsigned allowed, const char *cmd
             {a->mutual_user != NULL, O_MUTUAL, "--mutual"},
             {a->readonly, O_READONLY, "--readonly"},
             {a->physical_block_size != NULL, O_PHYSICAL_BLOCK, "--physical-block-size"},
+            {a->force, O_FORCE, "--force"},
+            {a->resync, O_RESYNC, "--resync"},
         };
         for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
                 if (opts[i].given && !(opts[i].flag & allowed))
@@ -393,6 +445,138 @@ static int parse_chap(struct admin_ctl *ctl, const struct args *a, bool clear, c
         return 0;
 }
 
+/* IQN LUN of a replication command, starting at positional argument `first`. */
+static int parse_repl_lun(const struct args *a, int first, const char *cmd, const char **iqn,
+                          uint32_t *lun, char *err, size_t errlen)
+{
+        int rc;
+        if ((rc = check_count(a, first + 2, cmd, "IQN LUN", err, errlen)) ||
+            (rc = check_iqn("iqn", a->pos[first], err, errlen)) ||
+            (rc = parse_lun_id(a->pos[first + 1], lun, err, errlen)))
+                return rc;
+        *iqn = a->pos[first];
+        return 0;
+}
+
+static int parse_repl_status(struct admin_ctl *ctl, const struct args *a, char *err, size_t errlen)
+{
+        Tandem__Admin__ReplStatusRequest *m = &ctl->op.repl_status;
+        const char *iqn = NULL;
+        int rc;
+        tandem__admin__repl_status_request__init(m);
+        if ((rc = check_options(a, 0, "repl status", err, errlen)))
+                return rc;
+        if (a->n_pos == 1)
+                return bad(err, errlen, "repl status: missing LUN (give IQN and LUN, or neither)");
+        if (a->n_pos > 0 && (rc = parse_repl_lun(a, 0, "repl status", &iqn, &m->lun, err, errlen)))
+                return rc;
+        m->iqn = (char *)(iqn ? iqn : "");
+        ctl->req.op_case = TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_STATUS;
+        ctl->req.repl_status = m;
+        return 0;
+}
+
+/* Replication commands whose request is just IQN LUN (ReplLun). */
+static const struct {
+        const char *sub;
+        Tandem__Admin__AdminRequest__OpCase op;
+} repl_plain[] = {
+    {"demote", TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_DEMOTE},
+    {"connect", TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_CONNECT},
+    {"disconnect", TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_DISCONNECT},
+    {"invalidate", TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_INVALIDATE},
+    {"resolve-split-brain", TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_RESOLVE_SPLIT_BRAIN},
+    {"skip-initial-sync", TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_SKIP_INITIAL_SYNC},
+};
+
+static int parse_repl(struct admin_ctl *ctl, const char *sub, const struct args *a, char *err,
+                      size_t errlen)
+{
+        Tandem__Admin__AdminRequest *q = &ctl->req;
+        char cmd[48];
+        const char *iqn;
+        int rc;
+        snprintf(cmd, sizeof(cmd), "repl %s", sub);
+        if (strcmp(sub, "status") == 0)
+                return parse_repl_status(ctl, a, err, errlen);
+        if (strcmp(sub, "promote") == 0) {
+                Tandem__Admin__ReplPromote *m = &ctl->op.repl_promote;
+                tandem__admin__repl_promote__init(m);
+                if ((rc = check_options(a, O_FORCE, cmd, err, errlen)) ||
+                    (rc = parse_repl_lun(a, 0, cmd, &iqn, &m->lun, err, errlen)))
+                        return rc;
+                m->iqn = (char *)iqn;
+                m->force = a->force;
+                q->op_case = TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_PROMOTE;
+                q->repl_promote = m;
+                return 0;
+        }
+        if (strcmp(sub, "verify") == 0) {
+                Tandem__Admin__ReplVerify *m = &ctl->op.repl_verify;
+                tandem__admin__repl_verify__init(m);
+                if ((rc = check_options(a, O_RESYNC, cmd, err, errlen)) ||
+                    (rc = parse_repl_lun(a, 0, cmd, &iqn, &m->lun, err, errlen)))
+                        return rc;
+                m->iqn = (char *)iqn;
+                m->resync = a->resync;
+                q->op_case = TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_VERIFY;
+                q->repl_verify = m;
+                return 0;
+        }
+        if (strcmp(sub, "resync") == 0) {
+                Tandem__Admin__ReplResyncPause *m = &ctl->op.repl_resync_pause;
+                tandem__admin__repl_resync_pause__init(m);
+                if ((rc = check_options(a, 0, cmd, err, errlen)))
+                        return rc;
+                if (a->n_pos < 1)
+                        return bad(err, errlen, "repl resync: missing pause|resume");
+                if (strcmp(a->pos[0], "pause") != 0 && strcmp(a->pos[0], "resume") != 0)
+                        return bad(err, errlen, "repl resync: must be pause or resume, got \"%s\"",
+                                   a->pos[0]);
+                if ((rc = parse_repl_lun(a, 1, cmd, &iqn, &m->lun, err, errlen)))
+                        return rc;
+                m->iqn = (char *)iqn;
+                m->pause = strcmp(a->pos[0], "pause") == 0;
+                q->op_case = TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_RESYNC_PAUSE;
+                q->repl_resync_pause = m;
+                return 0;
+        }
+        Tandem__Admin__ReplLun *m = &ctl->op.repl_lun;
+        tandem__admin__repl_lun__init(m);
+        if ((rc = check_options(a, 0, cmd, err, errlen)) ||
+            (rc = parse_repl_lun(a, 0, cmd, &iqn, &m->lun, err, errlen)))
+                return rc;
+        m->iqn = (char *)iqn;
+        for (size_t i = 0; i < sizeof(repl_plain) / sizeof(repl_plain[0]); i++) {
+                if (strcmp(sub, repl_plain[i].sub) != 0)
+                        continue;
+                q->op_case = repl_plain[i].op;
+                /* Every ReplLun member of the oneof shares this one storage. */
+                switch (q->op_case) {
+                case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_DEMOTE:
+                        q->repl_demote = m;
+                        break;
+                case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_CONNECT:
+                        q->repl_connect = m;
+                        break;
+                case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_DISCONNECT:
+                        q->repl_disconnect = m;
+                        break;
+                case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_INVALIDATE:
+                        q->repl_invalidate = m;
+                        break;
+                case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_RESOLVE_SPLIT_BRAIN:
+                        q->repl_resolve_split_brain = m;
+                        break;
+                default:
+                        q->repl_skip_initial_sync = m;
+                        break;
+                }
+                return 0;
+        }
+        return bad(err, errlen, "repl: unknown subcommand \"%s\"", sub);
+}
+
 static int parse_command(struct admin_ctl *ctl, const char *cmd, const char *sub,
                          const struct args *a, char *err, size_t errlen)
 {
@@ -464,6 +648,8 @@ static int parse_command(struct admin_ctl *ctl, const char *cmd, const char *sub
         }
         if (strcmp(cmd, "chap") == 0 && sub)
                 return parse_chap(ctl, a, strcmp(sub, "clear") == 0, err, errlen);
+        if (strcmp(cmd, "repl") == 0 && sub)
+                return parse_repl(ctl, sub, a, err, errlen);
         if (strcmp(cmd, "status") == 0) {
                 if ((rc = check_options(a, 0, "status", err, errlen)) ||
                     (rc = check_count(a, 0, "status", "", err, errlen)))
@@ -502,7 +688,7 @@ static bool instance_name_ok(const char *s)
 /* Subcommands each command takes; NULL entry: none. */
 static const struct {
         const char *cmd;
-        const char *subs[4];
+        const char *subs[12];
 } commands[] = {
     {"target", {"add", "del", NULL}},
     {"lun", {"add", "del", "resize", NULL}},
@@ -510,6 +696,9 @@ static const struct {
     {"chap", {"set", "clear", NULL}},
     {"status", {NULL}},
     {"stats", {NULL}},
+    {"repl",
+     {"status", "promote", "demote", "connect", "disconnect", "verify", "resync", "invalidate",
+      "resolve-split-brain", "skip-initial-sync", NULL}},
 };
 
 /* "add|del|resize": the subcommands of commands[c], for messages. */
@@ -570,7 +759,7 @@ int admin_ctl_parse(struct admin_ctl *ctl, int argc, char **argv, char *err, siz
                 return bad(err, errlen, "unknown command \"%s\"", cmd);
         ctl->topic = commands[c].cmd;
         const char *sub = NULL;
-        char subs[64];
+        char subs[192];
         subs_joined(c, subs, sizeof(subs));
         if (commands[c].subs[0]) {
                 if (i >= argc || strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -849,6 +1038,226 @@ static void stats_text(FILE *out, const Tandem__Admin__Stats *s)
         }
 }
 
+/* ---------------------------------------------------------------- replication */
+
+static void gen_hex(char *out, size_t n, uint64_t g)
+{
+        snprintf(out, n, "%016" PRIX64, g);
+}
+
+static void duration_text(char *out, size_t n, uint64_t s)
+{
+        if (s < 60)
+                snprintf(out, n, "%" PRIu64 "s", s);
+        else if (s < 3600)
+                snprintf(out, n, "%" PRIu64 "m%02" PRIu64 "s", s / 60, s % 60);
+        else
+                snprintf(out, n, "%" PRIu64 "h%02" PRIu64 "m", s / 3600, s / 60 % 60);
+}
+
+/*
+ * Percent of the current (or last) resync or verify done, one decimal. Without one: 100
+ * only for an UpToDate disk with nothing out of sync (an Inconsistent disk is never 100).
+ */
+static double sync_percent(const Tandem__Admin__ReplLunStatus *l)
+{
+        if (l->sync_total_bytes == 0)
+                return !l->out_of_sync_bytes && l->disk && strcmp(l->disk, "UpToDate") == 0 ? 100.0
+                                                                                            : 0.0;
+        uint64_t done =
+            l->sync_done_bytes < l->sync_total_bytes ? l->sync_done_bytes : l->sync_total_bytes;
+        return (double)(uint64_t)((double)done * 1000.0 / (double)l->sync_total_bytes + 0.5) / 10.0;
+}
+
+static bool conn_is(const Tandem__Admin__ReplLunStatus *l, const char *prefix)
+{
+        return l->connection && strncmp(l->connection, prefix, strlen(prefix)) == 0;
+}
+
+static json_object *repl_lun_json(const Tandem__Admin__ReplLunStatus *l)
+{
+        char hex[20];
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "iqn", jstr(l->iqn));
+        json_object_object_add(o, "lun", json_object_new_int64(l->lun));
+        json_object_object_add(o, "naa", jstr(l->naa));
+        json_object_object_add(o, "role", jstr(l->role));
+        json_object_object_add(o, "disk", jstr(l->disk));
+        json_object_object_add(o, "peer_disk", jstr(l->peer_disk));
+        json_object_object_add(o, "connection", jstr(l->connection));
+        json_object_object_add(o, "node_id", json_object_new_int64(l->node_id));
+        json_object_object_add(o, "peer_node_id", json_object_new_int64(l->peer_node_id));
+        json_object_object_add(o, "peer_name", jstr(l->peer_name));
+        json_object_object_add(o, "peer_address", jstr(l->peer_address));
+        json_object_object_add(o, "size_bytes", json_object_new_uint64(l->size_bytes));
+        json_object_object_add(o, "out_of_sync_bytes",
+                               json_object_new_uint64(l->out_of_sync_bytes));
+        json_object_object_add(o, "sync_total_bytes", json_object_new_uint64(l->sync_total_bytes));
+        json_object_object_add(o, "sync_done_bytes", json_object_new_uint64(l->sync_done_bytes));
+        json_object_object_add(o, "sync_percent", json_object_new_double(sync_percent(l)));
+        json_object_object_add(o, "sync_rate_bps", json_object_new_uint64(l->sync_rate_bps));
+        json_object_object_add(o, "sync_eta_s", json_object_new_uint64(l->sync_eta_s));
+        json_object_object_add(o, "sync_paused", json_object_new_boolean(l->sync_paused));
+        json_object_object_add(o, "verify_oos_bytes", json_object_new_uint64(l->verify_oos_bytes));
+        json_object_object_add(o, "split_brain", json_object_new_boolean(l->split_brain));
+        json_object_object_add(o, "last_error", jstr(l->last_error));
+        gen_hex(hex, sizeof(hex), l->gen_current);
+        json_object_object_add(o, "gen_current", jstr(hex));
+        gen_hex(hex, sizeof(hex), l->gen_bitmap);
+        json_object_object_add(o, "gen_bitmap", jstr(hex));
+        json_object *h = json_object_new_array();
+        for (size_t i = 0; i < l->n_gen_history; i++) {
+                gen_hex(hex, sizeof(hex), l->gen_history[i]);
+                json_object_array_add(h, jstr(hex));
+        }
+        json_object_object_add(o, "gen_history", h);
+        json_object_object_add(o, "writes_replicated",
+                               json_object_new_uint64(l->writes_replicated));
+        json_object_object_add(o, "resync_bytes_sent",
+                               json_object_new_uint64(l->resync_bytes_sent));
+        json_object_object_add(o, "resync_bytes_received",
+                               json_object_new_uint64(l->resync_bytes_received));
+        return o;
+}
+
+static json_object *repl_luns_json(const Tandem__Admin__ReplStatus *s)
+{
+        json_object *luns = json_object_new_array();
+        for (size_t i = 0; s && i < s->n_luns; i++)
+                json_object_array_add(luns, repl_lun_json(s->luns[i]));
+        return luns;
+}
+
+/* {"luns": [ {...}, ... ]}: the shape scripts parse (tests/ use jq on it). */
+static json_object *repl_status_json(const Tandem__Admin__ReplStatus *s)
+{
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "luns", repl_luns_json(s));
+        return o;
+}
+
+static void repl_lun_text(FILE *out, const Tandem__Admin__ReplLunStatus *l)
+{
+        char oos[32], done[32], rate[32], eta[32];
+        fprintf(out, "%s lun %u  naa %s  role:%s  disk:%s\n", l->iqn, l->lun, l->naa, l->role,
+                l->disk);
+        fprintf(out, "  peer %u (%s) %s  connection:%s  peer-disk:%s\n", l->peer_node_id,
+                l->peer_name, l->peer_address, l->connection, l->peer_disk);
+        human_size(oos, sizeof(oos), l->out_of_sync_bytes);
+        fprintf(out, "  out-of-sync: %s", oos);
+        if (conn_is(l, "Sync") || conn_is(l, "Verify")) {
+                human_size(rate, sizeof(rate), l->sync_rate_bps);
+                duration_text(eta, sizeof(eta), l->sync_eta_s);
+                fprintf(out, "  %s: %.1f%% %s/s eta %s%s", conn_is(l, "Sync") ? "resync" : "verify",
+                        sync_percent(l), rate, eta, l->sync_paused ? " [paused]" : "");
+        }
+        if (l->verify_oos_bytes) {
+                human_size(done, sizeof(done), l->verify_oos_bytes);
+                fprintf(out, "  verify found: %s", done);
+        }
+        fputc('\n', out);
+        char cur[20], bm[20], h0[20], h1[20];
+        gen_hex(cur, sizeof(cur), l->gen_current);
+        gen_hex(bm, sizeof(bm), l->gen_bitmap);
+        gen_hex(h0, sizeof(h0), l->n_gen_history > 0 ? l->gen_history[0] : 0);
+        gen_hex(h1, sizeof(h1), l->n_gen_history > 1 ? l->gen_history[1] : 0);
+        fprintf(out, "  generations: current %s bitmap %s history %s %s\n", cur, bm, h0, h1);
+        if (l->split_brain)
+                fprintf(out,
+                        "  SPLIT BRAIN: both nodes changed data while apart; run `tandemctl repl "
+                        "resolve-split-brain %s %u` on the node whose changes are to be "
+                        "discarded\n",
+                        l->iqn, l->lun);
+        if (l->last_error && *l->last_error)
+                fprintf(out, "  last error: %s\n", l->last_error);
+}
+
+static void repl_status_text(FILE *out, const Tandem__Admin__ReplStatus *s)
+{
+        if (s->n_luns == 0) {
+                fprintf(out, "no replicated LUNs\n");
+                return;
+        }
+        for (size_t i = 0; i < s->n_luns; i++) {
+                if (i)
+                        fputc('\n', out);
+                repl_lun_text(out, s->luns[i]);
+        }
+}
+
+/* One line per replicated LUN under `tandemctl status`. */
+static void repl_summary_text(FILE *out, const Tandem__Admin__ReplStatus *s)
+{
+        if (!s || s->n_luns == 0)
+                return;
+        fprintf(out, "\nreplication:\n");
+        for (size_t i = 0; i < s->n_luns; i++) {
+                const Tandem__Admin__ReplLunStatus *l = s->luns[i];
+                fprintf(out, "  %s lun %u  role:%s  disk:%s  connection:%s  peer-disk:%s%s\n",
+                        l->iqn, l->lun, l->role, l->disk, l->connection, l->peer_disk,
+                        l->split_brain ? "  SPLIT BRAIN" : "");
+        }
+}
+
+static void repl_done_text(FILE *out, const Tandem__Admin__AdminRequest *q)
+{
+        const char *iqn = NULL, *what = NULL;
+        uint32_t lun = 0;
+        switch (q->op_case) {
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_PROMOTE:
+                iqn = q->repl_promote->iqn;
+                lun = q->repl_promote->lun;
+                what = q->repl_promote->force
+                           ? "is now Primary (forced: this node's data is the truth)"
+                           : "is now Primary";
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_VERIFY:
+                iqn = q->repl_verify->iqn;
+                lun = q->repl_verify->lun;
+                what = q->repl_verify->resync
+                           ? "verify started; blocks found out of sync will be resynced"
+                           : "verify started (`tandemctl repl status` shows progress)";
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_RESYNC_PAUSE:
+                iqn = q->repl_resync_pause->iqn;
+                lun = q->repl_resync_pause->lun;
+                what = q->repl_resync_pause->pause ? "resync paused" : "resync resumed";
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_DEMOTE:
+                iqn = q->repl_demote->iqn;
+                lun = q->repl_demote->lun;
+                what = "is now Secondary";
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_CONNECT:
+                iqn = q->repl_connect->iqn;
+                lun = q->repl_connect->lun;
+                what = "connecting to the peer";
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_DISCONNECT:
+                iqn = q->repl_disconnect->iqn;
+                lun = q->repl_disconnect->lun;
+                what = "disconnected (StandAlone)";
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_INVALIDATE:
+                iqn = q->repl_invalidate->iqn;
+                lun = q->repl_invalidate->lun;
+                what = "local data invalidated; the whole LUN is resynced from the peer";
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_RESOLVE_SPLIT_BRAIN:
+                iqn = q->repl_resolve_split_brain->iqn;
+                lun = q->repl_resolve_split_brain->lun;
+                what = "this node's changes since the split will be discarded (SyncTarget at "
+                       "the next connect)";
+                break;
+        default:
+                iqn = q->repl_skip_initial_sync->iqn;
+                lun = q->repl_skip_initial_sync->lun;
+                what = "initial sync skipped; both disks UpToDate";
+                break;
+        }
+        fprintf(out, "LUN %u of %s: %s\n", lun, iqn, what);
+}
+
 /* ---------------------------------------------------------------- print */
 
 static void done_text(FILE *out, const Tandem__Admin__AdminRequest *q)
@@ -884,6 +1293,17 @@ static void done_text(FILE *out, const Tandem__Admin__AdminRequest *q)
                         fprintf(out, "CHAP for %s cleared\n", what);
                 break;
         }
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_PROMOTE:
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_DEMOTE:
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_CONNECT:
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_DISCONNECT:
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_VERIFY:
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_RESYNC_PAUSE:
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_INVALIDATE:
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_RESOLVE_SPLIT_BRAIN:
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_SKIP_INITIAL_SYNC:
+                repl_done_text(out, q);
+                break;
         default:
                 fprintf(out, "ok\n");
                 break;
@@ -922,10 +1342,21 @@ int admin_ctl_print(FILE *out, const struct admin_ctl *ctl, const Tandem__Admin_
                 return -EIO;
         const Tandem__Admin__AdminRequest *q = &ctl->req;
         if (q->op_case == TANDEM__ADMIN__ADMIN_REQUEST__OP_STATUS && r->status) {
-                if (ctl->json)
-                        print_json(out, status_json(r->status));
-                else
+                if (ctl->json) {
+                        json_object *o = status_json(r->status);
+                        json_object_object_add(o, "replication", repl_luns_json(r->repl_status));
+                        print_json(out, o);
+                } else {
                         status_text(out, r->status);
+                        repl_summary_text(out, r->repl_status);
+                }
+        } else if (q->op_case == TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_STATUS) {
+                static const Tandem__Admin__ReplStatus none = TANDEM__ADMIN__REPL_STATUS__INIT;
+                const Tandem__Admin__ReplStatus *rs = r->repl_status ? r->repl_status : &none;
+                if (ctl->json)
+                        print_json(out, repl_status_json(rs));
+                else
+                        repl_status_text(out, rs);
         } else if (q->op_case == TANDEM__ADMIN__ADMIN_REQUEST__OP_STATS && r->stats) {
                 if (ctl->json)
                         print_json(out, stats_json(r->stats));

@@ -29,6 +29,11 @@ struct admin_ctl {
                 Tandem__Admin__ChapSet chap_set;
                 Tandem__Admin__StatusRequest status;
                 Tandem__Admin__StatsRequest stats;
+                Tandem__Admin__ReplStatusRequest repl_status;
+                Tandem__Admin__ReplLun repl_lun;
+                Tandem__Admin__ReplPromote repl_promote;
+                Tandem__Admin__ReplVerify repl_verify;
+                Tandem__Admin__ReplResyncPause repl_resync_pause;
         } op;
 };
 

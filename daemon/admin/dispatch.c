@@ -13,6 +13,7 @@
 
 #include "admin/admin_ipc.h"
 #include "tandem/registry.h"
+#include "tandem/repl.h"
 #include "tandem/session_info.h"
 
 typedef Tandem__Admin__AdminRequest Request;
@@ -143,6 +144,213 @@ static struct iscsi_session_info *sessions_get(size_t *n_out)
         return NULL;
 }
 
+/* ---------------------------------------------------------------- replication */
+
+void admin_repl_status_to_pb(const struct repl_status *st, Tandem__Admin__ReplLunStatus *m)
+{
+        tandem__admin__repl_lun_status__init(m);
+        m->iqn = (char *)st->iqn;
+        m->lun = (uint32_t)st->lun;
+        m->naa = (char *)st->naa;
+        m->role = (char *)repl_role_name(st->role);
+        m->disk = (char *)repl_disk_name(st->disk);
+        m->peer_disk = (char *)repl_disk_name(st->peer_disk);
+        m->connection = (char *)repl_conn_name(st->conn);
+        m->node_id = st->node_id;
+        m->peer_node_id = st->peer_node_id;
+        m->peer_name = (char *)st->peer_name;
+        m->peer_address = (char *)st->peer_address;
+        m->size_bytes = st->size_bytes;
+        m->out_of_sync_bytes = st->out_of_sync_bytes;
+        m->sync_total_bytes = st->sync_total_bytes;
+        m->sync_done_bytes = st->sync_done_bytes;
+        m->sync_rate_bps = st->sync_rate_bps;
+        m->sync_eta_s = st->sync_eta_s;
+        m->sync_paused = st->sync_paused;
+        m->verify_oos_bytes = st->verify_oos_bytes;
+        m->split_brain = st->split_brain;
+        m->last_error = (char *)st->last_error;
+        m->gen_current = st->gen_current;
+        m->gen_bitmap = st->gen_bitmap;
+        m->gen_history = (uint64_t *)st->gen_history;
+        m->n_gen_history = sizeof(st->gen_history) / sizeof(st->gen_history[0]);
+        m->writes_replicated = st->writes_replicated;
+        m->resync_bytes_sent = st->resync_bytes_sent;
+        m->resync_bytes_received = st->resync_bytes_received;
+}
+
+/* Rows gathered from repl_for_each_status (the filter: iqn NULL = every LUN). */
+struct repl_rows {
+        struct arena *a;
+        const char *iqn;
+        uint64_t lun;
+        Tandem__Admin__ReplLunStatus **rows;
+        size_t n, cap;
+};
+
+static void repl_row(void *arg, const struct repl_status *st)
+{
+        struct repl_rows *c = arg;
+        if (c->iqn && (!tdm_iscsi_name_equal(st->iqn, c->iqn) || st->lun != c->lun))
+                return;
+        if (c->n == c->cap) {
+                size_t cap = c->cap ? c->cap * 2 : 16;
+                void *p = realloc(c->rows, cap * sizeof(*c->rows));
+                if (!p) {
+                        c->a->failed = true;
+                        return;
+                }
+                c->rows = p;
+                c->cap = cap;
+        }
+        /* The callback's struct is not ours to keep: the message points into a copy. */
+        struct repl_status *copy = arena_alloc(c->a, sizeof(*copy));
+        Tandem__Admin__ReplLunStatus *m = arena_alloc(c->a, sizeof(*m));
+        if (!copy || !m)
+                return;
+        *copy = *st;
+        copy->iqn[sizeof(copy->iqn) - 1] = copy->naa[sizeof(copy->naa) - 1] = '\0';
+        copy->peer_name[sizeof(copy->peer_name) - 1] = '\0';
+        copy->peer_address[sizeof(copy->peer_address) - 1] = '\0';
+        copy->last_error[sizeof(copy->last_error) - 1] = '\0';
+        admin_repl_status_to_pb(copy, m);
+        c->rows[c->n++] = m;
+}
+
+static void fill_repl_status(struct arena *a, Response *r, const char *iqn, uint64_t lun)
+{
+        Tandem__Admin__ReplStatus *rs = arena_alloc(a, sizeof(*rs));
+        if (!rs)
+                return;
+        tandem__admin__repl_status__init(rs);
+        struct repl_rows c = {.a = a, .iqn = iqn, .lun = lun};
+        repl_for_each_status(repl_row, &c);
+        rs->luns = arena_alloc(a, c.n * sizeof(*rs->luns));
+        if (rs->luns && c.n)
+                memcpy(rs->luns, c.rows, c.n * sizeof(*rs->luns));
+        rs->n_luns = rs->luns ? c.n : 0;
+        free(c.rows);
+        r->repl_status = rs;
+}
+
+/* The configured, replicated LUN `lun` of target `iqn`, or an error naming what is wrong. */
+static bool repl_lun_known(struct arena *a, Response *r, const char *iqn, uint32_t lun)
+{
+        if (!need_iqn(a, r, iqn))
+                return false;
+        if (lun > TDM_LUN_ID_MAX) {
+                set_error(a, r, -EINVAL, "lun: must be 0..%d, got %u", TDM_LUN_ID_MAX, lun);
+                return false;
+        }
+        struct tdm_config *cfg = (struct tdm_config *)tdm_registry_config();
+        struct tdm_target_cfg *t = tdm_config_find_target(cfg, iqn);
+        if (!t) {
+                set_error(a, r, -ENOENT, "iqn: no target \"%s\"", iqn);
+                return false;
+        }
+        const struct tdm_lun_cfg *l = tdm_config_find_lun(t, lun);
+        if (!l) {
+                set_error(a, r, -ENOENT, "lun: no LUN %u in %s", lun, t->iqn);
+                return false;
+        }
+        if (!l->repl.enabled) {
+                set_error(a, r, -EINVAL,
+                          "lun: LUN %u of %s is not replicated (no replication group in the "
+                          "configuration)",
+                          lun, t->iqn);
+                return false;
+        }
+        return true;
+}
+
+static void do_repl_status(struct arena *a, Response *r, const Tandem__Admin__ReplStatusRequest *m)
+{
+        const char *iqn = m->iqn && *m->iqn ? m->iqn : NULL;
+        if (iqn && !repl_lun_known(a, r, iqn, m->lun))
+                return;
+        fill_repl_status(a, r, iqn, m->lun);
+        r->ok = true;
+}
+
+/* The replication operations: each is one repl_admin_*() call on a known replicated LUN. */
+static void do_repl_op(struct arena *a, Response *r, const Request *q)
+{
+        char err[512] = "";
+        const Tandem__Admin__ReplLun *l = NULL;
+        const char *iqn = NULL;
+        uint32_t lun = 0;
+        switch (q->op_case) {
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_PROMOTE:
+                iqn = q->repl_promote->iqn;
+                lun = q->repl_promote->lun;
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_VERIFY:
+                iqn = q->repl_verify->iqn;
+                lun = q->repl_verify->lun;
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_RESYNC_PAUSE:
+                iqn = q->repl_resync_pause->iqn;
+                lun = q->repl_resync_pause->lun;
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_DEMOTE:
+                l = q->repl_demote;
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_CONNECT:
+                l = q->repl_connect;
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_DISCONNECT:
+                l = q->repl_disconnect;
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_INVALIDATE:
+                l = q->repl_invalidate;
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_RESOLVE_SPLIT_BRAIN:
+                l = q->repl_resolve_split_brain;
+                break;
+        default: /* OP_REPL_SKIP_INITIAL_SYNC */
+                l = q->repl_skip_initial_sync;
+                break;
+        }
+        if (l) {
+                iqn = l->iqn;
+                lun = l->lun;
+        }
+        if (!repl_lun_known(a, r, iqn, lun))
+                return;
+        int rc;
+        switch (q->op_case) {
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_PROMOTE:
+                rc = repl_admin_promote(iqn, lun, q->repl_promote->force, err, sizeof(err));
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_VERIFY:
+                rc = repl_admin_verify(iqn, lun, q->repl_verify->resync, err, sizeof(err));
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_RESYNC_PAUSE:
+                rc = repl_admin_resync_pause(iqn, lun, q->repl_resync_pause->pause, err,
+                                             sizeof(err));
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_DEMOTE:
+                rc = repl_admin_demote(iqn, lun, err, sizeof(err));
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_CONNECT:
+                rc = repl_admin_connect(iqn, lun, err, sizeof(err));
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_DISCONNECT:
+                rc = repl_admin_disconnect(iqn, lun, err, sizeof(err));
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_INVALIDATE:
+                rc = repl_admin_invalidate(iqn, lun, err, sizeof(err));
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_RESOLVE_SPLIT_BRAIN:
+                rc = repl_admin_resolve_split_brain(iqn, lun, err, sizeof(err));
+                break;
+        default:
+                rc = repl_admin_skip_initial_sync(iqn, lun, err, sizeof(err));
+                break;
+        }
+        set_result(a, r, rc, err);
+}
+
 /* ---------------------------------------------------------------- status */
 
 static Tandem__Admin__LunInfo *lun_info(struct arena *a, struct scsi_target *st,
@@ -268,6 +476,7 @@ static void do_status(struct arena *a, Response *r, struct iscsi_session_info **
                         return;
                 st->n_targets = i + 1;
         }
+        fill_repl_status(a, r, NULL, 0); /* the replication summary */
         r->ok = true;
 }
 
@@ -473,6 +682,20 @@ static void run(struct arena *a, const Request *q, Response *r, struct iscsi_ses
                 break;
         case TANDEM__ADMIN__ADMIN_REQUEST__OP_STATS:
                 do_stats(a, r, q->stats);
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_STATUS:
+                do_repl_status(a, r, q->repl_status);
+                break;
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_PROMOTE:
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_DEMOTE:
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_CONNECT:
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_DISCONNECT:
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_VERIFY:
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_RESYNC_PAUSE:
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_INVALIDATE:
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_RESOLVE_SPLIT_BRAIN:
+        case TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_SKIP_INITIAL_SYNC:
+                do_repl_op(a, r, q);
                 break;
         default:
                 set_error(a, r, -EOPNOTSUPP, "request: no operation this tandemd (%s) knows",

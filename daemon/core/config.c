@@ -3,6 +3,8 @@
  * name the field, atomic save, and the edits the admin plane applies.
  */
 #include "tandem/config.h"
+#include "tandem/config_repl.h"
+#include "tandem/repl.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -23,7 +25,8 @@
 #include <syslog.h>
 #include <unistd.h>
 
-#define FIELD_MAX 160 /* longest field path we build: "targets[N].luns[N].mutual_secret" */
+/* Longest field path we build: "targets[N].luns[N].replication.nodes[N].address". */
+#define FIELD_MAX 160
 
 /* ---------------------------------------------------------------- errors */
 
@@ -440,6 +443,71 @@ int tdm_config_copy(struct tdm_config *dst, const struct tdm_config *src)
         return 0;
 }
 
+/* ---------------------------------------------------------------- replication helpers */
+
+static const char *const sb_policy_names[] = {
+    [REPL_SB_DISCONNECT] = "disconnect",
+    [REPL_SB_DISCARD_ZERO_CHANGES] = "discard-zero-changes",
+    [REPL_SB_DISCARD_YOUNGER_PRIMARY] = "discard-younger-primary",
+    [REPL_SB_DISCARD_NODE] = "discard-node-",
+};
+#define SB_DISCARD_NODE_PREFIX "discard-node-"
+
+const struct tdm_repl_node *tdm_repl_local_node(const struct tdm_repl_cfg *r, uint32_t node_id)
+{
+        for (size_t i = 0; i < r->n_nodes && i < TDM_REPL_MAX_NODES; i++)
+                if (r->nodes[i].id == node_id)
+                        return &r->nodes[i];
+        return NULL;
+}
+
+const struct tdm_repl_node *tdm_repl_peer_node(const struct tdm_repl_cfg *r, uint32_t node_id)
+{
+        for (size_t i = 0; i < r->n_nodes && i < TDM_REPL_MAX_NODES; i++)
+                if (r->nodes[i].id != node_id)
+                        return &r->nodes[i];
+        return NULL;
+}
+
+/* Whether an address string carries its own port ("h:p", "[v6]:p"; a bare IPv6 has none). */
+static bool address_has_port(const char *s)
+{
+        if (s[0] == '[')
+                return strstr(s, "]:") != NULL;
+        const char *colon = strchr(s, ':');
+        return colon && !strchr(colon + 1, ':');
+}
+
+int tdm_repl_node_endpoint(const struct tdm_repl_cfg *r, const struct tdm_repl_node *n, char *host,
+                           size_t hostlen, uint16_t *port)
+{
+        int rc = tdm_parse_hostport(n->address, host, hostlen, port);
+        if (rc == 0 && !address_has_port(n->address))
+                *port = r->port ? r->port : TDM_DEFAULT_REPL_PORT;
+        return rc;
+}
+
+int tdm_repl_metadata_path(const struct tdm_config *cfg, const struct tdm_lun_cfg *lun, char *out,
+                           size_t outlen)
+{
+        int n = lun->repl.metadata[0]
+                    ? snprintf(out, outlen, "%s", lun->repl.metadata)
+                    : snprintf(out, outlen, "%s/repl-%s.md", cfg->state_dir, lun->naa);
+        return n < 0 || (size_t)n >= outlen ? -ENAMETOOLONG : 0;
+}
+
+void tdm_repl_split_brain_name(const struct tdm_repl_cfg *r, char *out, size_t outlen)
+{
+        unsigned p = (unsigned)r->split_brain;
+        if (p == REPL_SB_DISCARD_NODE)
+                snprintf(out, outlen, SB_DISCARD_NODE_PREFIX "%s", r->split_brain_node);
+        else
+                snprintf(out, outlen, "%s",
+                         p < sizeof(sb_policy_names) / sizeof(sb_policy_names[0])
+                             ? sb_policy_names[p]
+                             : "?");
+}
+
 /* ---------------------------------------------------------------- validation */
 
 static bool path_absolute(const char *p)
@@ -547,6 +615,8 @@ static int validate_iscsi(const struct tdm_iscsi_cfg *c, char *err, size_t errle
         return 0;
 }
 
+#define REPL_IDENTITY_MSG "a replicated LUN needs the same naa and serial on every node; set both"
+
 /* A read-only LUN exports its file or device as it is: nothing may create or grow it. */
 #define READONLY_SIZE_MSG                                                                          \
         "a read-only LUN cannot create or grow its backing store: leave size out (the existing "   \
@@ -590,6 +660,11 @@ static int validate_lun(const struct tdm_lun_cfg *l, const char *f, char *err, s
                 return fail(err, errlen, -EINVAL, g, "must be a positive multiple of %u", bs);
         if (l->readonly && l->size)
                 return fail(err, errlen, -EINVAL, g, READONLY_SIZE_MSG);
+        if (l->repl.enabled && (l->naa[0] == '\0' || l->serial[0] == '\0')) {
+                /* A generated identity would differ between the nodes. */
+                field_join(g, f, l->naa[0] == '\0' ? "naa" : "serial");
+                return fail(err, errlen, -EINVAL, g, REPL_IDENTITY_MSG);
+        }
         field_join(g, f, "naa");
         if (!tdm_naa_valid(l->naa))
                 return fail(err, errlen, -EINVAL, g,
@@ -632,6 +707,229 @@ static int validate_lun_unique(const struct tdm_config *cfg, size_t ti, size_t l
                         }
                 }
         }
+        return 0;
+}
+
+/* Node names end up in messages and in discard-node-NAME: keep them plain. */
+static bool repl_node_name_ok(const char *s)
+{
+        size_t n = strlen(s);
+        if (n == 0 || n >= sizeof(((struct tdm_repl_node *)0)->name))
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!isalnum((unsigned char)s[i]) && s[i] != '-' && s[i] != '_' && s[i] != '.')
+                        return false;
+        return true;
+}
+
+/* 0.0.0.0 and :: bind every address, so they clash with any address on the same port. */
+static bool host_is_wildcard(const char *h)
+{
+        return strcmp(h, "0.0.0.0") == 0 || strcmp(h, "::") == 0;
+}
+
+static bool endpoints_clash(const char *h1, uint16_t p1, const char *h2, uint16_t p2)
+{
+        return p1 == p2 &&
+               (strcasecmp(h1, h2) == 0 || host_is_wildcard(h1) || host_is_wildcard(h2));
+}
+
+static int validate_repl_nodes(const struct tdm_config *cfg, const struct tdm_repl_cfg *r,
+                               const char *g, char *err, size_t errlen)
+{
+        char f[FIELD_MAX], nf[FIELD_MAX], h[FIELD_MAX];
+        int rc;
+        field_join(f, g, "nodes");
+        if (r->n_nodes > TDM_REPL_MAX_NODES)
+                return fail(err, errlen, -EINVAL, f,
+                            "only one peer per LUN is supported: list this node and its peer, "
+                            "got %zu nodes",
+                            r->n_nodes);
+        if (r->n_nodes < TDM_REPL_MAX_NODES)
+                return fail(err, errlen, -EINVAL, f,
+                            "must list this node and its peer (%d entries), got %zu",
+                            TDM_REPL_MAX_NODES, r->n_nodes);
+        char host[TDM_REPL_MAX_NODES][128];
+        uint16_t port[TDM_REPL_MAX_NODES];
+        for (size_t i = 0; i < r->n_nodes; i++) {
+                const struct tdm_repl_node *n = &r->nodes[i];
+                field_index(nf, f, i);
+                field_join(h, nf, "id");
+                if ((rc = check_range(n->id, 1, 255, h, err, errlen)))
+                        return rc;
+                field_join(h, nf, "name");
+                if (!repl_node_name_ok(n->name))
+                        return fail(err, errlen, -EINVAL, h,
+                                    "must be 1..63 characters of A-Z a-z 0-9 - _ ., got \"%s\"",
+                                    n->name);
+                field_join(h, nf, "address");
+                if (tdm_repl_node_endpoint(r, n, host[i], sizeof(host[i]), &port[i]) < 0)
+                        return fail(err, errlen, -EINVAL, h,
+                                    "\"%s\" is not HOST[:PORT] or [IPV6][:PORT] (port 1..65535)",
+                                    n->address);
+                for (size_t j = 0; j < i; j++) {
+                        const struct tdm_repl_node *o = &r->nodes[j];
+                        if (o->id == n->id) {
+                                field_join(h, nf, "id");
+                                return fail(err, errlen, -EINVAL, h, "%u is already nodes[%zu]",
+                                            n->id, j);
+                        }
+                        if (strcmp(o->name, n->name) == 0) {
+                                field_join(h, nf, "name");
+                                return fail(err, errlen, -EINVAL, h, "\"%s\" is already nodes[%zu]",
+                                            n->name, j);
+                        }
+                        if (strcasecmp(host[i], host[j]) == 0 && port[i] == port[j])
+                                return fail(err, errlen, -EINVAL, h,
+                                            "\"%s\" is the same endpoint as nodes[%zu] (a node "
+                                            "would connect to itself)",
+                                            n->address, j);
+                }
+        }
+        if (!tdm_repl_local_node(r, cfg->node_id))
+                return fail(err, errlen, -EINVAL, f,
+                            "none of the nodes is this node (node_id = %u)", cfg->node_id);
+        return 0;
+}
+
+static int validate_repl_split_brain(const struct tdm_repl_cfg *r, const char *g, char *err,
+                                     size_t errlen)
+{
+        char f[FIELD_MAX];
+        field_join(f, g, "split_brain");
+        if (r->split_brain < REPL_SB_DISCONNECT || r->split_brain > REPL_SB_DISCARD_NODE)
+                return fail(err, errlen, -EINVAL, f, "unknown policy %d", r->split_brain);
+        if (r->split_brain != REPL_SB_DISCARD_NODE)
+                return 0;
+        for (size_t i = 0; i < r->n_nodes; i++)
+                if (strcmp(r->nodes[i].name, r->split_brain_node) == 0)
+                        return 0;
+        return fail(err, errlen, -EINVAL, f,
+                    SB_DISCARD_NODE_PREFIX "%s: no node is named \"%s\" (nodes: %s, %s)",
+                    r->split_brain_node, r->split_brain_node, r->nodes[0].name, r->nodes[1].name);
+}
+
+static int validate_repl_settings(const struct tdm_repl_cfg *r, const char *g, char *err,
+                                  size_t errlen)
+{
+        char f[FIELD_MAX];
+        int rc;
+        field_join(f, g, "secret");
+        size_t sl = strnlen(r->secret, TDM_CHAP_MAX);
+        if (sl < TDM_REPL_SECRET_MIN || sl >= TDM_CHAP_MAX || !printable(r->secret))
+                return fail(err, errlen, -EINVAL, f,
+                            "must be %d..%d printable characters, the same on both nodes",
+                            TDM_REPL_SECRET_MIN, TDM_CHAP_MAX - 1);
+        field_join(f, g, "port");
+        if ((rc = check_range(r->port, 1, 65535, f, err, errlen)))
+                return rc;
+        field_join(f, g, "metadata");
+        if (r->metadata[0] && !path_absolute(r->metadata))
+                return fail(err, errlen, -EINVAL, f, "must be an absolute path, got \"%s\"",
+                            r->metadata);
+        field_join(f, g, "timeout");
+        if (r->timeout_ms > TDM_REPL_TIMEOUT_MAX_MS)
+                return fail(err, errlen, -EINVAL, f,
+                            "%u ms is not well below the initiators' 15 s abort timer; at most %u",
+                            r->timeout_ms, TDM_REPL_TIMEOUT_MAX_MS);
+        if (r->timeout_ms < TDM_REPL_TIMEOUT_MIN_MS)
+                return fail(err, errlen, -EINVAL, f,
+                            "%u ms would drop a peer that is merely busy; at least %u",
+                            r->timeout_ms, TDM_REPL_TIMEOUT_MIN_MS);
+        field_join(f, g, "resync_rate");
+        if ((rc = check_range(r->resync_rate, 1, INT64_MAX, f, err, errlen)))
+                return rc;
+        field_join(f, g, "resync_min_rate");
+        if ((rc = check_range(r->resync_min_rate, 1, INT64_MAX, f, err, errlen)))
+                return rc;
+        if (r->resync_min_rate > r->resync_rate)
+                return fail(err, errlen, -EINVAL, f,
+                            "%" PRIu64 " bytes/s exceeds resync_rate (%" PRIu64 " bytes/s)",
+                            r->resync_min_rate, r->resync_rate);
+        return 0;
+}
+
+/*
+ * What one replicated LUN needs from the others: its own listening endpoint (one listener
+ * per LUN), not an iSCSI portal, and its own metadata file.
+ */
+static int validate_repl_unique(const struct tdm_config *cfg, size_t ti, size_t li, const char *g,
+                                char *err, size_t errlen)
+{
+        const struct tdm_repl_cfg *r = &cfg->targets[ti].luns[li].repl;
+        const struct tdm_repl_node *me = tdm_repl_local_node(r, cfg->node_id);
+        char f[FIELD_MAX], nf[FIELD_MAX], host[128], other[128];
+        uint16_t port, oport;
+        field_join(f, g, "nodes");
+        field_index(nf, f, (size_t)(me - r->nodes));
+        field_join(f, nf, "address");
+        if (tdm_repl_node_endpoint(r, me, host, sizeof(host), &port) < 0)
+                return fail(err, errlen, -EINVAL, f, "\"%s\" is not HOST[:PORT]", me->address);
+        for (size_t i = 0; i < cfg->n_listen; i++)
+                if (tdm_parse_hostport(cfg->listen[i], other, sizeof(other), &oport) == 0 &&
+                    endpoints_clash(host, port, other, oport))
+                        return fail(err, errlen, -EINVAL, f,
+                                    "%s port %u clashes with the iSCSI portal listen[%zu] "
+                                    "(\"%s\"); give replication its own port",
+                                    host, port, i, cfg->listen[i]);
+        for (size_t tj = 0; tj <= ti; tj++) {
+                const struct tdm_target_cfg *t = &cfg->targets[tj];
+                size_t end = tj == ti ? li : t->n_luns;
+                for (size_t lj = 0; lj < end; lj++) {
+                        const struct tdm_repl_cfg *o = &t->luns[lj].repl;
+                        const struct tdm_repl_node *ome = tdm_repl_local_node(o, cfg->node_id);
+                        if (!o->enabled || !ome)
+                                continue;
+                        if (tdm_repl_node_endpoint(o, ome, other, sizeof(other), &oport) == 0 &&
+                            endpoints_clash(host, port, other, oport))
+                                return fail(err, errlen, -EINVAL, f,
+                                            "%s port %u is already where targets[%zu].luns[%zu] "
+                                            "listens; give each replicated LUN its own port",
+                                            host, port, tj, lj);
+                        if (r->metadata[0] && strcmp(r->metadata, o->metadata) == 0) {
+                                field_join(f, g, "metadata");
+                                return fail(err, errlen, -EINVAL, f,
+                                            "already used by targets[%zu].luns[%zu]", tj, lj);
+                        }
+                }
+        }
+        if (!r->metadata[0])
+                return 0;
+        for (size_t tj = 0; tj < cfg->n_targets; tj++)
+                for (size_t lj = 0; lj < cfg->targets[tj].n_luns; lj++)
+                        if (strcmp(cfg->targets[tj].luns[lj].path, r->metadata) == 0) {
+                                field_join(f, g, "metadata");
+                                return fail(err, errlen, -EINVAL, f,
+                                            "is the backing store of targets[%zu].luns[%zu]", tj,
+                                            lj);
+                        }
+        return 0;
+}
+
+static int validate_repl(const struct tdm_config *cfg, size_t ti, size_t li, const char *f,
+                         char *err, size_t errlen)
+{
+        const struct tdm_lun_cfg *l = &cfg->targets[ti].luns[li];
+        char g[FIELD_MAX];
+        int rc;
+        if (!l->repl.enabled)
+                return 0;
+        if (cfg->node_id < 1 || cfg->node_id > 255)
+                return fail(err, errlen, -EINVAL, "node_id",
+                            "must be set (1..255) when a LUN is replicated (%s); it says which of "
+                            "replication.nodes this node is",
+                            f);
+        field_join(g, f, "readonly");
+        if (l->readonly)
+                return fail(err, errlen, -EINVAL, g,
+                            "a replicated LUN cannot be read-only: the peer's writes must land on "
+                            "it");
+        field_join(g, f, "replication");
+        if ((rc = validate_repl_settings(&l->repl, g, err, errlen)) ||
+            (rc = validate_repl_nodes(cfg, &l->repl, g, err, errlen)) ||
+            (rc = validate_repl_split_brain(&l->repl, g, err, errlen)) ||
+            (rc = validate_repl_unique(cfg, ti, li, g, err, errlen)))
+                return rc;
         return 0;
 }
 
@@ -685,7 +983,8 @@ static int validate_target(const struct tdm_config *cfg, size_t ti, char *err, s
                 field_join(g, f, "luns");
                 field_index(lf, g, li);
                 if ((rc = validate_lun(&t->luns[li], lf, err, errlen)) ||
-                    (rc = validate_lun_unique(cfg, ti, li, lf, err, errlen)))
+                    (rc = validate_lun_unique(cfg, ti, li, lf, err, errlen)) ||
+                    (rc = validate_repl(cfg, ti, li, lf, err, errlen)))
                         return rc;
         }
         return 0;
@@ -724,7 +1023,8 @@ int tdm_config_validate(const struct tdm_config *cfg, char *err, size_t errlen)
                                 return fail(err, errlen, -EINVAL, f, "\"%s\" is listed twice",
                                             cfg->listen[i]);
         }
-        if ((rc = check_range(cfg->threads, 0, 1024, "threads", err, errlen)))
+        if ((rc = check_range(cfg->threads, 0, 1024, "threads", err, errlen)) ||
+            (rc = check_range(cfg->node_id, 0, 255, "node_id", err, errlen)))
                 return rc;
         if ((rc = validate_iscsi(&cfg->iscsi, err, errlen)))
                 return rc;
@@ -969,12 +1269,134 @@ static int parse_iscsi(struct parser *p, const config_setting_t *s)
         return 0;
 }
 
+static int parse_repl_node(struct parser *p, const config_setting_t *s, const char *field,
+                           struct tdm_repl_node *n)
+{
+        static const char *const keys[] = {"id", "name", "address", NULL};
+        char f[FIELD_MAX];
+        const config_setting_t *m;
+        int rc;
+        if ((rc = check_members(p, s, field, keys)))
+                return rc;
+        memset(n, 0, sizeof(*n));
+        if (!(m = member(s, "id", field, f)))
+                return fail(p->err, p->errlen, -EINVAL, f, "missing (required)");
+        if ((rc = get_u32(p, m, f, 1, 255, &n->id)))
+                return rc;
+        if ((m = member(s, "name", field, f))) {
+                if ((rc = get_string(p, m, f, n->name, sizeof(n->name))))
+                        return rc;
+        } else {
+                snprintf(n->name, sizeof(n->name), "node%u", n->id);
+        }
+        if (!(m = member(s, "address", field, f)))
+                return fail(p->err, p->errlen, -EINVAL, f, "missing (required)");
+        return get_string(p, m, f, n->address, sizeof(n->address));
+}
+
+static int parse_repl_nodes(struct parser *p, const config_setting_t *s, const char *field,
+                            struct tdm_repl_cfg *r)
+{
+        if (!config_setting_is_list(s))
+                return fail(p->err, p->errlen, -EINVAL, field,
+                            "must be a list ( { id = N; address = \"HOST[:PORT]\"; }, ... )");
+        size_t n = (size_t)config_setting_length(s);
+        if (n > TDM_REPL_MAX_NODES)
+                return fail(p->err, p->errlen, -EINVAL, field,
+                            "only one peer per LUN is supported: list this node and its peer, "
+                            "got %zu nodes",
+                            n);
+        for (size_t i = 0; i < n; i++) {
+                char f[FIELD_MAX];
+                field_index(f, field, i);
+                int rc =
+                    parse_repl_node(p, config_setting_get_elem(s, (unsigned)i), f, &r->nodes[i]);
+                if (rc)
+                        return rc;
+                r->n_nodes = i + 1;
+        }
+        return 0;
+}
+
+static int parse_split_brain(struct parser *p, const config_setting_t *s, const char *f,
+                             struct tdm_repl_cfg *r)
+{
+        if (config_setting_type(s) != CONFIG_TYPE_STRING)
+                return fail(p->err, p->errlen, -EINVAL, f, "must be a string");
+        const char *v = config_setting_get_string(s);
+        size_t plen = strlen(SB_DISCARD_NODE_PREFIX);
+        if (strncmp(v, SB_DISCARD_NODE_PREFIX, plen) == 0 && v[plen] != '\0' &&
+            strlen(v + plen) < sizeof(r->split_brain_node)) {
+                r->split_brain = REPL_SB_DISCARD_NODE;
+                snprintf(r->split_brain_node, sizeof(r->split_brain_node), "%s", v + plen);
+                return 0;
+        }
+        for (int i = REPL_SB_DISCONNECT; i < REPL_SB_DISCARD_NODE; i++)
+                if (strcmp(v, sb_policy_names[i]) == 0) {
+                        r->split_brain = i;
+                        return 0;
+                }
+        return fail(p->err, p->errlen, -EINVAL, f,
+                    "must be disconnect, discard-zero-changes, discard-younger-primary or "
+                    "discard-node-NAME, got \"%s\"",
+                    v);
+}
+
+static int parse_repl(struct parser *p, const config_setting_t *s, const char *field,
+                      struct tdm_repl_cfg *r)
+{
+        static const char *const keys[] = {"secret",          "port",        "nodes",
+                                           "metadata",        "timeout",     "resync_rate",
+                                           "resync_min_rate", "split_brain", NULL};
+        char f[FIELD_MAX];
+        const config_setting_t *m;
+        int rc;
+        if ((rc = check_members(p, s, field, keys)))
+                return rc;
+        memset(r, 0, sizeof(*r));
+        r->enabled = true;
+        r->port = TDM_DEFAULT_REPL_PORT;
+        r->timeout_ms = TDM_DEFAULT_REPL_TIMEOUT_MS;
+        r->resync_rate = TDM_DEFAULT_RESYNC_RATE;
+        r->resync_min_rate = TDM_DEFAULT_RESYNC_MIN_RATE;
+        r->split_brain = REPL_SB_DISCONNECT;
+        if ((m = member(s, "secret", field, f)) &&
+            (rc = get_string(p, m, f, r->secret, sizeof(r->secret))))
+                return rc;
+        if ((m = member(s, "port", field, f))) {
+                uint64_t v;
+                if ((rc = get_uint(p, m, f, 1, 65535, &v)))
+                        return rc;
+                r->port = (uint16_t)v;
+        }
+        if (!(m = member(s, "nodes", field, f)))
+                return fail(p->err, p->errlen, -EINVAL, f,
+                            "missing (required): this node and its peer");
+        if ((rc = parse_repl_nodes(p, m, f, r)))
+                return rc;
+        if ((m = member(s, "metadata", field, f)) &&
+            (rc = get_string(p, m, f, r->metadata, sizeof(r->metadata))))
+                return rc;
+        /* Wide range here: validation explains what is wrong with a timeout. */
+        if ((m = member(s, "timeout", field, f)) &&
+            (rc = get_u32(p, m, f, 0, UINT32_MAX, &r->timeout_ms)))
+                return rc;
+        if ((m = member(s, "resync_rate", field, f)) && (rc = get_size(p, m, f, &r->resync_rate)))
+                return rc;
+        if ((m = member(s, "resync_min_rate", field, f)) &&
+            (rc = get_size(p, m, f, &r->resync_min_rate)))
+                return rc;
+        if ((m = member(s, "split_brain", field, f)) && (rc = parse_split_brain(p, m, f, r)))
+                return rc;
+        return 0;
+}
+
 static int parse_lun(struct parser *p, const config_setting_t *s, const char *field,
                      struct tdm_lun_cfg *l)
 {
         static const char *const keys[] = {
-            "lun", "path",   "size", "thin",     "direct", "block_size", "physical_block_size",
-            "naa", "serial", "wce",  "readonly", NULL};
+            "lun", "path",   "size", "thin",     "direct",      "block_size", "physical_block_size",
+            "naa", "serial", "wce",  "readonly", "replication", NULL};
         char f[FIELD_MAX];
         const config_setting_t *m;
         int rc;
@@ -1025,7 +1447,11 @@ static int parse_lun(struct parser *p, const config_setting_t *s, const char *fi
         if ((m = member(s, "serial", field, f)) &&
             (rc = get_string(p, m, f, l->serial, sizeof(l->serial))))
                 return rc;
-        if (l->naa[0] == '\0' && l->serial[0] == '\0') {
+        if ((m = member(s, "replication", field, f)) && (rc = parse_repl(p, m, f, &l->repl)))
+                return rc;
+        if (l->repl.enabled) {
+                /* Never generated: both nodes must show the same one; validation says so. */
+        } else if (l->naa[0] == '\0' && l->serial[0] == '\0') {
                 tdm_lun_identity_generate(l);
                 p->cfg->identities_generated = true;
         } else if (l->naa[0] == '\0' || l->serial[0] == '\0') {
@@ -1121,7 +1547,7 @@ static int parse_targets(struct parser *p, const config_setting_t *s)
 static int parse_root(struct parser *p, const config_setting_t *root)
 {
         static const char *const keys[] = {"instance", "state_dir", "listen",  "threads", "log",
-                                           "iscsi",    "discovery", "targets", NULL};
+                                           "iscsi",    "discovery", "targets", "node_id", NULL};
         static const char *const discovery_keys[] = {"chap", NULL};
         struct tdm_config *c = p->cfg;
         char f[FIELD_MAX];
@@ -1145,6 +1571,8 @@ static int parse_root(struct parser *p, const config_setting_t *root)
                         return rc;
                 c->threads = (unsigned)v;
         }
+        if ((m = member(root, "node_id", "", f)) && (rc = get_u32(p, m, f, 1, 255, &c->node_id)))
+                return rc;
         if ((m = member(root, "log", "", f)) && (rc = parse_log(p, m)))
                 return rc;
         if ((m = member(root, "iscsi", "", f)) && (rc = parse_iscsi(p, m)))
@@ -1256,6 +1684,30 @@ static void tree_chap(config_setting_t *g, const char *name, const struct tdm_ch
         }
 }
 
+static void tree_repl(config_setting_t *lun, const struct tdm_repl_cfg *r)
+{
+        if (!r->enabled)
+                return;
+        config_setting_t *g = config_setting_add(lun, "replication", CONFIG_TYPE_GROUP);
+        add_str(g, "secret", r->secret);
+        add_int(g, "port", r->port);
+        config_setting_t *nodes = config_setting_add(g, "nodes", CONFIG_TYPE_LIST);
+        for (size_t i = 0; i < r->n_nodes && i < TDM_REPL_MAX_NODES; i++) {
+                config_setting_t *n = config_setting_add(nodes, NULL, CONFIG_TYPE_GROUP);
+                add_int(n, "id", r->nodes[i].id);
+                add_str(n, "name", r->nodes[i].name);
+                add_str(n, "address", r->nodes[i].address);
+        }
+        if (r->metadata[0])
+                add_str(g, "metadata", r->metadata);
+        add_int(g, "timeout", r->timeout_ms);
+        add_int(g, "resync_rate", (long long)r->resync_rate);
+        add_int(g, "resync_min_rate", (long long)r->resync_min_rate);
+        char sb[96];
+        tdm_repl_split_brain_name(r, sb, sizeof(sb));
+        add_str(g, "split_brain", sb);
+}
+
 static void tree_lun(config_setting_t *list, const struct tdm_lun_cfg *l)
 {
         config_setting_t *g = config_setting_add(list, NULL, CONFIG_TYPE_GROUP);
@@ -1274,6 +1726,7 @@ static void tree_lun(config_setting_t *list, const struct tdm_lun_cfg *l)
                 add_bool(g, "readonly", true);
         add_str(g, "naa", l->naa);
         add_str(g, "serial", l->serial);
+        tree_repl(g, &l->repl);
 }
 
 static void tree_target(config_setting_t *list, const struct tdm_target_cfg *t)
@@ -1299,6 +1752,8 @@ static void config_to_tree(const struct tdm_config *cfg, config_t *lc)
         config_setting_t *root = config_root_setting(lc);
         add_str(root, "instance", cfg->instance);
         add_str(root, "state_dir", cfg->state_dir);
+        if (cfg->node_id)
+                add_int(root, "node_id", cfg->node_id);
         config_setting_t *listen = config_setting_add(root, "listen", CONFIG_TYPE_ARRAY);
         for (size_t i = 0; i < cfg->n_listen; i++)
                 config_setting_set_string_elem(listen, -1, cfg->listen[i]);
@@ -1509,6 +1964,9 @@ int tdm_config_add_lun(struct tdm_config *cfg, const char *iqn, const struct tdm
                             l.block_size);
         if (l.readonly && l.size)
                 return fail(err, errlen, -EINVAL, "size", READONLY_SIZE_MSG);
+        if (l.repl.enabled && (l.naa[0] == '\0' || l.serial[0] == '\0'))
+                return fail(err, errlen, -EINVAL, l.naa[0] == '\0' ? "naa" : "serial",
+                            REPL_IDENTITY_MSG);
         if (l.naa[0] == '\0' && l.serial[0] == '\0')
                 tdm_lun_identity_generate(&l);
         if (!tdm_naa_valid(l.naa))

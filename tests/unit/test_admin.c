@@ -20,6 +20,7 @@
 #include "admin/admin_ipc.h"
 #include "admin/ctl.h"
 #include "tandem/registry.h"
+#include "tandem/repl.h"
 
 #define IQN1 "iqn.2024-01.org.example:t1"
 #define INI1 "iqn.1993-08.org.debian:01:client1"
@@ -151,6 +152,98 @@ START_TEST(test_ctl_parse_ok)
 }
 END_TEST
 
+START_TEST(test_ctl_parse_repl)
+{
+        struct admin_ctl c;
+        char err[512];
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "repl", "status", NULL), 0);
+        ck_assert_int_eq(c.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_STATUS);
+        ck_assert_str_eq(c.req.repl_status->iqn, ""); /* every replicated LUN */
+        ck_assert(!c.json);
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "repl", "status", IQN1, "4", "--json", NULL),
+                         0);
+        ck_assert_str_eq(c.req.repl_status->iqn, IQN1);
+        ck_assert_uint_eq(c.req.repl_status->lun, 4);
+        ck_assert(c.json);
+
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "repl", "promote", IQN1, "1", NULL), 0);
+        ck_assert_int_eq(c.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_PROMOTE);
+        ck_assert_str_eq(c.req.repl_promote->iqn, IQN1);
+        ck_assert_uint_eq(c.req.repl_promote->lun, 1);
+        ck_assert(!c.req.repl_promote->force);
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "repl", "promote", "--force", IQN1, "2", NULL),
+                         0);
+        ck_assert(c.req.repl_promote->force);
+        ck_assert_uint_eq(c.req.repl_promote->lun, 2);
+
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "repl", "verify", IQN1, "0", NULL), 0);
+        ck_assert_int_eq(c.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_VERIFY);
+        ck_assert(!c.req.repl_verify->resync);
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "repl", "verify", IQN1, "0", "--resync", NULL),
+                         0);
+        ck_assert(c.req.repl_verify->resync);
+
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "repl", "resync", "pause", IQN1, "3", NULL),
+                         0);
+        ck_assert_int_eq(c.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_RESYNC_PAUSE);
+        ck_assert(c.req.repl_resync_pause->pause);
+        ck_assert_uint_eq(c.req.repl_resync_pause->lun, 3);
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "repl", "resync", "resume", IQN1, "3", NULL),
+                         0);
+        ck_assert(!c.req.repl_resync_pause->pause);
+
+        /* The commands that carry only IQN LUN, each in its own oneof member. */
+        static const struct {
+                const char *sub;
+                Tandem__Admin__AdminRequest__OpCase op;
+        } plain[] = {
+            {"demote", TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_DEMOTE},
+            {"connect", TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_CONNECT},
+            {"disconnect", TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_DISCONNECT},
+            {"invalidate", TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_INVALIDATE},
+            {"resolve-split-brain", TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_RESOLVE_SPLIT_BRAIN},
+            {"skip-initial-sync", TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_SKIP_INITIAL_SYNC},
+        };
+        for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++) {
+                ck_assert_int_eq(parse(&c, err, sizeof(err), "repl", plain[i].sub, IQN1, "7", NULL),
+                                 0);
+                ck_assert_int_eq(c.req.op_case, plain[i].op);
+                /* What goes over the wire decodes to the same operation and LUN. */
+                size_t n = tandem__admin__admin_request__get_packed_size(&c.req);
+                uint8_t *buf = malloc(n);
+                tandem__admin__admin_request__pack(&c.req, buf);
+                Tandem__Admin__AdminRequest *q = tandem__admin__admin_request__unpack(NULL, n, buf);
+                ck_assert_ptr_nonnull(q);
+                ck_assert_int_eq(q->op_case, plain[i].op);
+                /* The oneof is a union: every ReplLun member is the same pointer. */
+                const Tandem__Admin__ReplLun *l = q->repl_demote;
+                ck_assert_str_eq(l->iqn, IQN1);
+                ck_assert_uint_eq(l->lun, 7);
+                tandem__admin__admin_request__free_unpacked(q, NULL);
+                free(buf);
+        }
+
+        /* repl --help documents each command and the risks. */
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "repl", "--help", NULL), 0);
+        ck_assert(c.help);
+        ck_assert_str_eq(c.topic, "repl");
+        char *usage = NULL;
+        size_t usage_len = 0;
+        FILE *uf = open_memstream(&usage, &usage_len);
+        admin_ctl_usage(uf, "repl");
+        fclose(uf);
+        ck_assert_ptr_nonnull(strstr(usage, "  repl promote IQN LUN [--force]"));
+        ck_assert_ptr_nonnull(strstr(usage, "  repl resync pause|resume IQN LUN"));
+        ck_assert_ptr_nonnull(strstr(usage, "whatever the peer wrote that this node lacks\n"
+                                            "               is lost when they resync"));
+        ck_assert_ptr_nonnull(strstr(usage, "brand-new LUN pair whose disks are known to be "
+                                            "identical"));
+        ck_assert_ptr_nonnull(strstr(usage, "DISCARDED"));
+        ck_assert_ptr_null(strstr(usage, "chap set"));
+        free(usage);
+}
+END_TEST
+
 static const struct {
         const char *argv[10];
         const char *err;
@@ -221,6 +314,28 @@ static const struct {
      "chap set: --mutual needs USER and SECRET"},
     {{"status", "now"}, "status: unexpected argument \"now\""},
     {{"stats", "bad-iqn"}, "iqn: \"bad-iqn\" is not an iSCSI name"},
+    {{"repl"},
+     "repl: missing status|promote|demote|connect|disconnect|verify|resync|invalidate|"
+     "resolve-split-brain|skip-initial-sync"},
+    {{"repl", "failover", IQN1, "0"}, "repl: unknown subcommand \"failover\""},
+    {{"repl", "status", IQN1}, "repl status: missing LUN (give IQN and LUN, or neither)"},
+    {{"repl", "status", IQN1, "0", "x"}, "repl status: unexpected argument \"x\""},
+    {{"repl", "status", "disk1", "0"}, "iqn: \"disk1\" is not an iSCSI name"},
+    {{"repl", "status", "--force"}, "repl status: --force does not apply here"},
+    {{"repl", "promote", IQN1}, "repl promote: missing IQN LUN"},
+    {{"repl", "promote", IQN1, "300"}, "lun: must be 0..255, got \"300\""},
+    {{"repl", "promote", IQN1, "0", "--resync"}, "repl promote: --resync does not apply here"},
+    {{"repl", "demote", IQN1, "0", "--force"}, "repl demote: --force does not apply here"},
+    {{"repl", "connect", "bogus", "0"}, "iqn: \"bogus\" is not an iSCSI name"},
+    {{"repl", "disconnect", IQN1, "0", "1"}, "repl disconnect: unexpected argument \"1\""},
+    {{"repl", "verify", IQN1, "0", "--force"}, "repl verify: --force does not apply here"},
+    {{"repl", "resync", IQN1, "0"}, "repl resync: must be pause or resume, got \"" IQN1 "\""},
+    {{"repl", "resync"}, "repl resync: missing pause|resume"},
+    {{"repl", "resync", "pause", IQN1}, "repl resync: missing IQN LUN"},
+    {{"repl", "invalidate", IQN1, "x"}, "lun: must be 0..255, got \"x\""},
+    {{"repl", "resolve-split-brain", IQN1}, "repl resolve-split-brain: missing IQN LUN"},
+    {{"repl", "skip-initial-sync", IQN1, "0", "--thin"},
+     "repl skip-initial-sync: --thin does not apply here"},
 };
 
 START_TEST(test_ctl_parse_errors)
@@ -235,6 +350,235 @@ START_TEST(test_ctl_parse_errors)
         ck_assert_msg(rc == -EINVAL, "case %d accepted", _i);
         ck_assert_msg(strncmp(err, bad_args[_i].err, strlen(bad_args[_i].err)) == 0,
                       "case %d: got \"%s\", want \"%s...\"", _i, err, bad_args[_i].err);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- repl status output */
+
+static void sample_status(struct repl_status *st)
+{
+        memset(st, 0, sizeof(*st));
+        snprintf(st->iqn, sizeof(st->iqn), "%s", IQN1);
+        st->lun = 3;
+        snprintf(st->naa, sizeof(st->naa), "67a6e640c3f1a2b4d5e6f708192a3b4c");
+        st->role = REPL_ROLE_PRIMARY;
+        st->disk = REPL_DISK_UPTODATE;
+        st->peer_disk = REPL_DISK_INCONSISTENT;
+        st->conn = REPL_CONN_SYNC_SOURCE;
+        st->node_id = 1;
+        st->peer_node_id = 2;
+        snprintf(st->peer_name, sizeof(st->peer_name), "beta");
+        snprintf(st->peer_address, sizeof(st->peer_address), "10.0.0.2:7789");
+        st->size_bytes = 1ull << 30;
+        st->out_of_sync_bytes = 12ull << 20;
+        st->sync_total_bytes = 80ull << 20;
+        st->sync_done_bytes = 30ull << 20;
+        st->sync_rate_bps = 40ull << 20;
+        st->sync_eta_s = 125;
+        st->sync_paused = true;
+        st->verify_oos_bytes = 0;
+        snprintf(st->last_error, sizeof(st->last_error), "peer closed the connection");
+        st->gen_current = 0x8A3F000000000001ull;
+        st->gen_bitmap = 0x1234;
+        st->gen_history[0] = 0xABCDEF0123456789ull;
+        st->gen_history[1] = 0;
+        st->writes_replicated = 5000000000ull;
+        st->resync_bytes_sent = 30ull << 20;
+        st->resync_bytes_received = 7;
+}
+
+/* The response as tandemctl receives it: packed by the daemon side, unpacked here. */
+static Tandem__Admin__AdminResponse *repl_response(const struct repl_status *st, bool with_status)
+{
+        Tandem__Admin__ReplLunStatus m;
+        admin_repl_status_to_pb(st, &m);
+        Tandem__Admin__ReplLunStatus *rows[] = {&m};
+        Tandem__Admin__ReplStatus rs = TANDEM__ADMIN__REPL_STATUS__INIT;
+        rs.luns = rows;
+        rs.n_luns = 1;
+        Tandem__Admin__Status status = TANDEM__ADMIN__STATUS__INIT;
+        status.instance = "default";
+        status.version = "0.1.0";
+        Tandem__Admin__AdminResponse r = TANDEM__ADMIN__ADMIN_RESPONSE__INIT;
+        r.ok = true;
+        r.repl_status = &rs;
+        if (with_status)
+                r.status = &status;
+        size_t n = tandem__admin__admin_response__get_packed_size(&r);
+        uint8_t *buf = malloc(n);
+        ck_assert_ptr_nonnull(buf);
+        tandem__admin__admin_response__pack(&r, buf);
+        Tandem__Admin__AdminResponse *out = tandem__admin__admin_response__unpack(NULL, n, buf);
+        free(buf);
+        ck_assert_ptr_nonnull(out);
+        return out;
+}
+
+static char *print_response(struct admin_ctl *c, const Tandem__Admin__AdminResponse *r)
+{
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        ck_assert_int_eq(admin_ctl_print(f, c, r), 0);
+        fclose(f);
+        return text;
+}
+
+START_TEST(test_repl_status_output)
+{
+        struct repl_status st;
+        sample_status(&st);
+        Tandem__Admin__AdminResponse *r = repl_response(&st, false);
+        struct admin_ctl c;
+        char err[512];
+
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "repl", "status", NULL), 0);
+        char *text = print_response(&c, r);
+        ck_assert_msg(strstr(text, IQN1 " lun 3  naa 67a6e640c3f1a2b4d5e6f708192a3b4c  "
+                                        "role:Primary  disk:UpToDate\n"),
+                      "%s", text);
+        ck_assert_msg(strstr(text, "  peer 2 (beta) 10.0.0.2:7789  connection:SyncSource  "
+                                   "peer-disk:Inconsistent\n"),
+                      "%s", text);
+        ck_assert_msg(strstr(text, "  out-of-sync: 12.0 MiB  resync: 37.5% 40.0 MiB/s eta "
+                                   "2m05s [paused]\n"),
+                      "%s", text);
+        ck_assert_msg(strstr(text, "  generations: current 8A3F000000000001 bitmap "
+                                   "0000000000001234 history ABCDEF0123456789 "
+                                   "0000000000000000\n"),
+                      "%s", text);
+        ck_assert_msg(strstr(text, "  last error: peer closed the connection\n"), "%s", text);
+        ck_assert_ptr_null(strstr(text, "SPLIT BRAIN"));
+        free(text);
+
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "repl", "status", "--json", NULL), 0);
+        text = print_response(&c, r);
+        json_object *o = json_tokener_parse(text);
+        ck_assert_msg(o != NULL, "%s", text);
+        json_object *luns, *l, *v;
+        ck_assert(json_object_object_get_ex(o, "luns", &luns));
+        ck_assert_int_eq(json_object_array_length(luns), 1);
+        l = json_object_array_get_idx(luns, 0);
+        static const struct {
+                const char *key;
+                const char *want; /* as JSON text */
+        } keys[] = {
+            {"iqn", "\"" IQN1 "\""},
+            {"lun", "3"},
+            {"naa", "\"67a6e640c3f1a2b4d5e6f708192a3b4c\""},
+            {"role", "\"Primary\""},
+            {"disk", "\"UpToDate\""},
+            {"peer_disk", "\"Inconsistent\""},
+            {"connection", "\"SyncSource\""},
+            {"node_id", "1"},
+            {"peer_node_id", "2"},
+            {"peer_name", "\"beta\""},
+            {"peer_address", "\"10.0.0.2:7789\""},
+            {"size_bytes", "1073741824"},
+            {"out_of_sync_bytes", "12582912"},
+            {"sync_total_bytes", "83886080"},
+            {"sync_done_bytes", "31457280"},
+            {"sync_percent", "37.5"},
+            {"sync_rate_bps", "41943040"},
+            {"sync_eta_s", "125"},
+            {"sync_paused", "true"},
+            {"verify_oos_bytes", "0"},
+            {"split_brain", "false"},
+            {"last_error", "\"peer closed the connection\""},
+            {"gen_current", "\"8A3F000000000001\""},
+            {"gen_bitmap", "\"0000000000001234\""},
+            {"gen_history", "[ \"ABCDEF0123456789\", \"0000000000000000\" ]"},
+            {"writes_replicated", "5000000000"},
+            {"resync_bytes_sent", "31457280"},
+            {"resync_bytes_received", "7"},
+        };
+        for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+                ck_assert_msg(json_object_object_get_ex(l, keys[i].key, &v), "no key %s",
+                              keys[i].key);
+                ck_assert_str_eq(json_object_to_json_string_ext(v, JSON_C_TO_STRING_SPACED),
+                                 keys[i].want);
+        }
+        ck_assert_int_eq(json_object_object_length(l), (int)(sizeof(keys) / sizeof(keys[0])));
+        json_object_put(o);
+        free(text);
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+
+        /* Split brain; nothing to resync on an UpToDate disk reads as 100 %. */
+        sample_status(&st);
+        st.conn = REPL_CONN_STANDALONE;
+        st.split_brain = true;
+        st.sync_total_bytes = st.sync_done_bytes = st.out_of_sync_bytes = 0;
+        st.last_error[0] = '\0';
+        r = repl_response(&st, false);
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "repl", "status", NULL), 0);
+        text = print_response(&c, r);
+        ck_assert_msg(strstr(text, "  out-of-sync: 0 B\n"), "%s", text);
+        ck_assert_msg(strstr(text, "SPLIT BRAIN: both nodes changed data while apart; run "
+                                   "`tandemctl repl resolve-split-brain " IQN1 " 3` on the node "
+                                   "whose changes are to be discarded"),
+                      "%s", text);
+        ck_assert_ptr_null(strstr(text, "last error"));
+        free(text);
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "repl", "status", "--json", NULL), 0);
+        text = print_response(&c, r);
+        ck_assert_msg(strstr(text, "\"sync_percent\":100"), "%s", text);
+        free(text);
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+        st.disk = REPL_DISK_INCONSISTENT; /* never synced: not 100 % */
+        r = repl_response(&st, false);
+        text = print_response(&c, r);
+        ck_assert_msg(strstr(text, "\"sync_percent\":0"), "%s", text);
+        free(text);
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+
+        sample_status(&st);
+        st.conn = REPL_CONN_VERIFY_SOURCE;
+        st.sync_paused = false;
+        st.verify_oos_bytes = 4096;
+        r = repl_response(&st, false);
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "repl", "status", NULL), 0);
+        text = print_response(&c, r);
+        ck_assert_msg(strstr(text, "verify: 37.5% 40.0 MiB/s eta 2m05s  verify found: 4.0 KiB\n"),
+                      "%s", text);
+        free(text);
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+
+        /* `tandemctl status`: one summary line per replicated LUN, "replication" in JSON. */
+        sample_status(&st);
+        r = repl_response(&st, true);
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "status", NULL), 0);
+        text = print_response(&c, r);
+        ck_assert_msg(strstr(text, "\nreplication:\n  " IQN1 " lun 3  role:Primary  "
+                                   "disk:UpToDate  connection:SyncSource  "
+                                   "peer-disk:Inconsistent\n"),
+                      "%s", text);
+        free(text);
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "status", "--json", NULL), 0);
+        text = print_response(&c, r);
+        o = json_tokener_parse(text);
+        ck_assert_ptr_nonnull(o);
+        ck_assert(json_object_object_get_ex(o, "replication", &luns));
+        ck_assert_int_eq(json_object_array_length(luns), 1);
+        ck_assert(json_object_object_get_ex(json_object_array_get_idx(luns, 0), "role", &v));
+        ck_assert_str_eq(json_object_get_string(v), "Primary");
+        json_object_put(o);
+        free(text);
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+
+        /* No replicated LUN: the status stays as it was, repl status says so. */
+        Tandem__Admin__AdminResponse empty = TANDEM__ADMIN__ADMIN_RESPONSE__INIT;
+        empty.ok = true;
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "repl", "status", NULL), 0);
+        text = print_response(&c, &empty);
+        ck_assert_str_eq(text, "no replicated LUNs\n");
+        free(text);
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "repl", "status", "--json", NULL), 0);
+        text = print_response(&c, &empty);
+        o = json_tokener_parse(text);
+        ck_assert(json_object_object_get_ex(o, "luns", &luns));
+        ck_assert_int_eq(json_object_array_length(luns), 0);
+        json_object_put(o);
+        free(text);
 }
 END_TEST
 
@@ -280,17 +624,29 @@ static void rm_tree(const char *d)
         rmdir(d);
 }
 
-static void service_setup(void)
+/* The service on a registry made from config text (where "@DIR@" is the test's directory). */
+static void service_setup_with(const char *text)
 {
         char err[512] = "";
         snprintf(dir, sizeof(dir), "/tmp/tandem-test-admin.XXXXXX");
         ck_assert_ptr_nonnull(mkdtemp(dir));
         snprintf(conf, sizeof(conf), "%s/tandem.conf", dir);
         snprintf(instance, sizeof(instance), "unit-%d", (int)getpid());
+        char expanded[4096];
+        size_t len = 0;
+        for (const char *p = text; *p && len < sizeof(expanded) - 1;) {
+                bool at = strncmp(p, "@DIR@", 5) == 0;
+                const char *from = at ? dir : p;
+                size_t n = at ? strlen(dir) : 1;
+                ck_assert_uint_lt(len + n, sizeof(expanded));
+                memcpy(expanded + len, from, n);
+                len += n;
+                p += at ? 5 : 1;
+        }
+        expanded[len] = '\0';
         struct tdm_config c;
-        ck_assert_int_eq(
-            tdm_config_parse_string("listen = [ \"127.0.0.1:3260\" ];", &c, err, sizeof(err)), 0);
-        ck_assert_int_eq(tdm_registry_init(&c, conf, err, sizeof(err)), 0);
+        ck_assert_msg(tdm_config_parse_string(expanded, &c, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_msg(tdm_registry_init(&c, conf, err, sizeof(err)) == 0, "%s", err);
         tdm_config_free(&c);
         loop = qb_loop_create();
         ck_assert_ptr_nonnull(loop);
@@ -298,6 +654,24 @@ static void service_setup(void)
         ck_assert_int_eq(pipe(wake), 0);
         ck_assert_int_eq(qb_loop_poll_add(loop, QB_LOOP_HIGH, wake[0], POLLIN, NULL, on_wake), 0);
         ck_assert_int_eq(pthread_create(&loop_thread, NULL, run_loop, NULL), 0);
+}
+
+static void service_setup(void)
+{
+        service_setup_with("listen = [ \"127.0.0.1:3260\" ];");
+}
+
+/* LUN 0 replicated (node 1 of 2, the peer absent), LUN 1 not. */
+static void repl_service_setup(void)
+{
+        service_setup_with("listen = [ \"127.0.0.1:3260\" ]; state_dir = \"@DIR@\"; node_id = 1;\n"
+                           "targets = ({ iqn = \"" IQN1 "\"; luns = (\n"
+                           "  { lun = 0; path = \"@DIR@/r0.img\"; size = \"1M\";\n"
+                           "    naa = \"67a6e640c3f1a2b4d5e6f708192a3b4c\"; serial = \"r0\";\n"
+                           "    replication = { secret = \"unit-test-secret\";\n"
+                           "      nodes = ({ id = 1; address = \"127.0.0.1:17789\"; },\n"
+                           "               { id = 2; address = \"127.0.0.1:17790\"; }); }; },\n"
+                           "  { lun = 1; path = \"@DIR@/p1.img\"; size = \"1M\"; }); });");
 }
 
 static void service_teardown(void)
@@ -695,6 +1069,126 @@ START_TEST(test_ipc_errors_name_the_field)
 }
 END_TEST
 
+/* Errors the dispatcher gives before any replication code runs, naming the field. */
+START_TEST(test_ipc_repl_errors)
+{
+        struct admin_ctl c;
+        Tandem__Admin__AdminResponse *r = ctl_call(&c, "repl", "status", NULL);
+        ck_assert_msg(r->ok, "%s", r->error);
+        char *text = print_to_string(&c, r);
+        ck_assert_str_eq(text, "no replicated LUNs\n");
+        free(text);
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+
+        r = ctl_call(&c, "repl", "status", IQN1, "0", NULL);
+        ck_assert(!r->ok);
+        ck_assert_int_eq(r->errno_value, ENOENT);
+        ck_assert_str_eq(r->error, "iqn: no target \"" IQN1 "\"");
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+        r = ctl_call(&c, "repl", "promote", IQN1, "0", "--force", NULL);
+        ck_assert_str_eq(r->error, "iqn: no target \"" IQN1 "\"");
+        ck_assert_int_eq(admin_ctl_print(stdout, &c, r), -EIO);
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+
+        char path[PATH_MAX + 16];
+        snprintf(path, sizeof(path), "%s/plain.img", dir);
+        expect_ok(&c, ctl_call(&c, "target", "add", IQN1, NULL));
+        expect_ok(&c, ctl_call(&c, "lun", "add", IQN1, "0", path, "--size", "1M", NULL));
+        r = ctl_call(&c, "repl", "resync", "pause", IQN1, "5", NULL);
+        ck_assert_int_eq(r->errno_value, ENOENT);
+        ck_assert_str_eq(r->error, "lun: no LUN 5 in " IQN1);
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+        r = ctl_call(&c, "repl", "demote", IQN1, "0", NULL);
+        ck_assert_int_eq(r->errno_value, EINVAL);
+        ck_assert_str_eq(r->error, "lun: LUN 0 of " IQN1 " is not replicated (no replication "
+                                   "group in the configuration)");
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+
+        /* A hand-made request with an impossible LUN or no IQN. */
+        Tandem__Admin__AdminRequest q = TANDEM__ADMIN__ADMIN_REQUEST__INIT;
+        Tandem__Admin__ReplLun rl = TANDEM__ADMIN__REPL_LUN__INIT;
+        rl.iqn = IQN1;
+        rl.lun = 256;
+        q.op_case = TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_INVALIDATE;
+        q.repl_invalidate = &rl;
+        char err[512];
+        ck_assert_int_eq(admin_client_call(instance, &q, &r, err, sizeof(err)), 0);
+        ck_assert_str_eq(r->error, "lun: must be 0..255, got 256");
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+        rl.iqn = "";
+        ck_assert_int_eq(admin_client_call(instance, &q, &r, err, sizeof(err)), 0);
+        ck_assert_str_eq(r->error, "iqn: missing (required)");
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+}
+END_TEST
+
+/*
+ * With a replicated LUN every command reaches its repl_admin_*() function and its answer
+ * comes back as the response (the placeholder engine answers ENOTSUP with its text).
+ */
+START_TEST(test_ipc_repl_ops_reach_the_replicator)
+{
+        static const char *const cmds[][6] = {
+            {"repl", "promote", IQN1, "0", NULL},
+            {"repl", "promote", IQN1, "0", "--force", NULL},
+            {"repl", "demote", IQN1, "0", NULL},
+            {"repl", "connect", IQN1, "0", NULL},
+            {"repl", "disconnect", IQN1, "0", NULL},
+            {"repl", "verify", IQN1, "0", "--resync", NULL},
+            {"repl", "resync", "pause", IQN1, "0", NULL},
+            {"repl", "resync", "resume", IQN1, "0", NULL},
+            {"repl", "invalidate", IQN1, "0", NULL},
+            {"repl", "resolve-split-brain", IQN1, "0", NULL},
+            {"repl", "skip-initial-sync", IQN1, "0", NULL},
+        };
+        for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+                struct admin_ctl c;
+                const char *const *a = cmds[i];
+                Tandem__Admin__AdminResponse *r =
+                    ctl_call(&c, a[0], a[1], a[2], a[3], a[4], a[5], NULL);
+                if (r->ok) {
+                        /* A real engine may accept some; then the CLI reports it done. */
+                        char *text = print_to_string(&c, r);
+                        ck_assert_msg(strncmp(text, "LUN 0 of " IQN1 ": ", 10 + strlen(IQN1)) == 0,
+                                      "%s", text);
+                        free(text);
+                } else {
+                        ck_assert_msg(r->error && *r->error, "%s %s: no error text", a[0], a[1]);
+                        /* Not one of the dispatcher's own refusals: the replicator answered. */
+                        ck_assert_msg(strncmp(r->error, "iqn:", 4) &&
+                                          strncmp(r->error, "lun:", 4) &&
+                                          strncmp(r->error, "request:", 8),
+                                      "%s %s: %s", a[0], a[1], r->error);
+                        if (r->errno_value == ENOTSUP)
+                                ck_assert_str_eq(r->error, "replication: not available yet");
+                        ck_assert_int_eq(admin_ctl_print(stdout, &c, r), -EIO);
+                }
+                tandem__admin__admin_response__free_unpacked(r, NULL);
+        }
+
+        /* Status of the replicated LUN, and the plain LUN next to it is refused. */
+        struct admin_ctl c;
+        Tandem__Admin__AdminResponse *r = ctl_call(&c, "repl", "status", IQN1, "0", "--json", NULL);
+        ck_assert_msg(r->ok, "%s", r->error);
+        char *text = print_to_string(&c, r);
+        json_object *o = json_tokener_parse(text), *luns;
+        ck_assert_ptr_nonnull(o);
+        ck_assert(json_object_object_get_ex(o, "luns", &luns));
+        ck_assert_int_le(json_object_array_length(luns), 1);
+        json_object_put(o);
+        free(text);
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+        r = ctl_call(&c, "repl", "connect", IQN1, "1", NULL);
+        ck_assert_str_eq(r->error, "lun: LUN 1 of " IQN1 " is not replicated (no replication "
+                                   "group in the configuration)");
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+        r = ctl_call(&c, "status", NULL);
+        ck_assert_msg(r->ok, "%s", r->error);
+        ck_assert_ptr_nonnull(r->repl_status); /* the summary is always attached */
+        tandem__admin__admin_response__free_unpacked(r, NULL);
+}
+END_TEST
+
 START_TEST(test_ipc_not_running)
 {
         Tandem__Admin__AdminRequest q = TANDEM__ADMIN__ADMIN_REQUEST__INIT;
@@ -795,6 +1289,8 @@ static Suite *admin_suite(void)
         Suite *s = suite_create("admin");
         TCase *ctl = tcase_create("ctl");
         tcase_add_test(ctl, test_ctl_parse_ok);
+        tcase_add_test(ctl, test_ctl_parse_repl);
+        tcase_add_test(ctl, test_repl_status_output);
         tcase_add_loop_test(ctl, test_ctl_parse_errors, 0,
                             (int)(sizeof(bad_args) / sizeof(bad_args[0])));
         suite_add_tcase(s, ctl);
@@ -807,7 +1303,13 @@ static Suite *admin_suite(void)
         tcase_add_test(ipc, test_ipc_not_running);
         tcase_add_test(ipc, test_ipc_refuses_non_root);
         tcase_add_test(ipc, test_dispatch_garbage);
+        tcase_add_test(ipc, test_ipc_repl_errors);
         suite_add_tcase(s, ipc);
+        TCase *repl = tcase_create("repl");
+        tcase_add_checked_fixture(repl, repl_service_setup, service_teardown);
+        tcase_set_timeout(repl, 60);
+        tcase_add_test(repl, test_ipc_repl_ops_reach_the_replicator);
+        suite_add_tcase(s, repl);
         TCase *names = tcase_create("names");
         tcase_add_test(names, test_ipc_instance_in_use);
         suite_add_tcase(s, names);

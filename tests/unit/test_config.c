@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "tandem/config.h"
+#include "tandem/config_repl.h"
+#include "tandem/repl.h"
 
 #define IQN1 "iqn.2024-01.org.example:t1"
 #define IQN2 "iqn.2024-01.org.example:t2"
@@ -207,7 +209,21 @@ struct bad_case {
         const char *expect; /* the whole message must start with this */
 };
 
-#define T0 "targets = ({ iqn = \"" IQN1 "\"; "
+/* A replicated LUN: RLUN(lun, path, identity fields, replication fields). */
+#define NAA1    "67a6e640c3f1a2b4d5e6f708192a3b4c"
+#define NAA2    "67a6e640c3f1a2b4d5e6f708192a3b4d"
+#define RID1    "naa = \"" NAA1 "\"; serial = \"s1\";"
+#define RID2    "naa = \"" NAA2 "\"; serial = \"s2\";"
+#define RSECRET "secret = \"shared-secret-1\"; "
+#define RNODES                                                                                     \
+        "nodes = ({ id = 1; name = \"alpha\"; address = \"10.0.0.1\"; }, { id = 2; name = "        \
+        "\"beta\"; address = \"10.0.0.2:7790\"; }); "
+#define RLUN(n, path, ident, repl)                                                                 \
+        "{ lun = " #n "; path = \"" path "\"; " ident " replication = { " repl " }; }"
+#define RLUNS(luns) "targets = ({ iqn = \"" IQN1 "\"; luns = (" luns "); });"
+/* node_id 1 and one replicated LUN with the given replication fields. */
+#define RCFG(repl) "node_id = 1; " RLUNS(RLUN(0, "/a", RID1, repl))
+#define T0         "targets = ({ iqn = \"" IQN1 "\"; "
 static const struct bad_case bad_cases[] = {
     {T0 "luns = ({ lun = 0; path = \"/a\"; }, { lun = 1; path = \"/b\"; size = 1000; }); });",
      "targets[0].luns[1].size: must be a positive multiple of 512"},
@@ -308,6 +324,101 @@ static const struct bad_case bad_cases[] = {
      "targets[0].luns[0].readonly: must be true or false"},
     {T0 "luns = { lun = 0; }; });", "targets[0].luns: must be a list"},
     {"targets = { iqn = \"x\"; };", "targets: must be a list"},
+    /* Replication (the timeout rule: well below the initiators' 15 s abort timer). */
+    {RCFG(RSECRET RNODES "timeout = 20000;"),
+     "targets[0].luns[0].replication.timeout: 20000 ms is not well below the initiators' 15 s "
+     "abort timer; at most 10000"},
+    {RCFG(RSECRET RNODES "timeout = 100;"),
+     "targets[0].luns[0].replication.timeout: 100 ms would drop a peer that is merely busy; at "
+     "least 200"},
+    {RLUNS(RLUN(0, "/a", RID1, RSECRET RNODES)),
+     "node_id: must be set (1..255) when a LUN is replicated (targets[0].luns[0])"},
+    {"node_id = 0; " RLUNS(RLUN(0, "/a", RID1, RSECRET RNODES)), "node_id: must be 1..255, got 0"},
+    {"node_id = 256;", "node_id: must be 1..255, got 256"},
+    {"node_id = 3; " RLUNS(RLUN(0, "/a", RID1, RSECRET RNODES)),
+     "targets[0].luns[0].replication.nodes: none of the nodes is this node (node_id = 3)"},
+    {RCFG(RSECRET "nodes = ({ id = 1; address = \"a\"; }, { id = 2; address = \"b\"; }, { id = "
+                  "3; address = \"c\"; });"),
+     "targets[0].luns[0].replication.nodes: only one peer per LUN is supported"},
+    {RCFG(RSECRET "nodes = ({ id = 1; address = \"a\"; });"),
+     "targets[0].luns[0].replication.nodes: must list this node and its peer (2 entries), got 1"},
+    {RCFG(RSECRET "nodes = ({ id = 1; address = \"a\"; }, { id = 1; address = \"b\"; });"),
+     "targets[0].luns[0].replication.nodes[1].id: 1 is already nodes[0]"},
+    {RCFG(RSECRET "nodes = ({ id = 1; address = \"a\"; }, { id = 0; address = \"b\"; });"),
+     "targets[0].luns[0].replication.nodes[1].id: must be 1..255, got 0"},
+    {RCFG(RSECRET "nodes = ({ id = 1; name = \"x\"; address = \"a\"; }, { id = 2; name = \"x\"; "
+                  "address = \"b\"; });"),
+     "targets[0].luns[0].replication.nodes[1].name: \"x\" is already nodes[0]"},
+    {RCFG(RSECRET "nodes = ({ id = 1; name = \"a b\"; address = \"a\"; }, { id = 2; address = "
+                  "\"b\"; });"),
+     "targets[0].luns[0].replication.nodes[0].name: must be 1..63 characters"},
+    {RCFG(RSECRET "nodes = ({ id = 1; address = \"a\"; }, { id = 2; address = \"b:99999\"; });"),
+     "targets[0].luns[0].replication.nodes[1].address: \"b:99999\" is not HOST[:PORT]"},
+    {RCFG(RSECRET "nodes = ({ id = 1; address = \"a\"; }, { id = 2; address = \"a:7789\"; });"),
+     "targets[0].luns[0].replication.nodes[1].address: \"a:7789\" is the same endpoint as "
+     "nodes[0]"},
+    {RCFG(RSECRET "nodes = ({ id = 1; }, { id = 2; address = \"b\"; });"),
+     "targets[0].luns[0].replication.nodes[0].address: missing (required)"},
+    {RCFG(RSECRET "nodes = ({ address = \"a\"; }, { id = 2; address = \"b\"; });"),
+     "targets[0].luns[0].replication.nodes[0].id: missing (required)"},
+    {RCFG(RSECRET "nodes = { id = 1; };"), "targets[0].luns[0].replication.nodes: must be a list"},
+    {RCFG(RSECRET), "targets[0].luns[0].replication.nodes: missing (required)"},
+    {RCFG(RNODES), "targets[0].luns[0].replication.secret: must be 12..255 printable characters"},
+    {RCFG("secret = \"short\"; " RNODES),
+     "targets[0].luns[0].replication.secret: must be 12..255 printable characters"},
+    {RCFG(RSECRET RNODES "port = 0;"),
+     "targets[0].luns[0].replication.port: must be 1..65535, got 0"},
+    {RCFG(RSECRET RNODES "colour = \"red\";"),
+     "targets[0].luns[0].replication.colour: unknown field"},
+    {RCFG(RSECRET RNODES "metadata = \"repl.md\";"),
+     "targets[0].luns[0].replication.metadata: must be an absolute path, got \"repl.md\""},
+    {RCFG(RSECRET RNODES "resync_rate = \"10M\"; resync_min_rate = \"20M\";"),
+     "targets[0].luns[0].replication.resync_min_rate: 20971520 bytes/s exceeds resync_rate "
+     "(10485760 bytes/s)"},
+    {RCFG(RSECRET RNODES "resync_rate = 0;"),
+     "targets[0].luns[0].replication.resync_rate: must be 1..9223372036854775807, got 0"},
+    {RCFG(RSECRET RNODES "resync_min_rate = 0;"),
+     "targets[0].luns[0].replication.resync_min_rate: must be 1..9223372036854775807, got 0"},
+    {RCFG(RSECRET RNODES "resync_rate = \"fast\";"),
+     "targets[0].luns[0].replication.resync_rate: must be bytes or a number with"},
+    {RCFG(RSECRET RNODES "split_brain = \"coin-flip\";"),
+     "targets[0].luns[0].replication.split_brain: must be disconnect, discard-zero-changes, "
+     "discard-younger-primary or discard-node-NAME, got \"coin-flip\""},
+    {RCFG(RSECRET RNODES "split_brain = \"discard-node-gamma\";"),
+     "targets[0].luns[0].replication.split_brain: discard-node-gamma: no node is named \"gamma\" "
+     "(nodes: alpha, beta)"},
+    {RCFG(RSECRET RNODES "split_brain = \"discard-node-\";"),
+     "targets[0].luns[0].replication.split_brain: must be disconnect"},
+    {"node_id = 1; " RLUNS(RLUN(0, "/a", "", RSECRET RNODES)),
+     "targets[0].luns[0].naa: a replicated LUN needs the same naa and serial on every node; set "
+     "both"},
+    {"node_id = 1; " RLUNS(RLUN(0, "/a", "naa = \"" NAA1 "\";", RSECRET RNODES)),
+     "targets[0].luns[0].serial: a replicated LUN needs the same naa and serial on every node"},
+    {"node_id = 1; " RLUNS(RLUN(0, "/a", "serial = \"s1\";", RSECRET RNODES)),
+     "targets[0].luns[0].naa: a replicated LUN needs the same naa and serial on every node"},
+    {"node_id = 1; " RLUNS(RLUN(0, "/a", RID1 " readonly = true;", RSECRET RNODES)),
+     "targets[0].luns[0].readonly: a replicated LUN cannot be read-only"},
+    /* One listener per replicated LUN, never on an iSCSI portal. */
+    {"node_id = 1; " RLUNS(
+         RLUN(0, "/a", RID1, RSECRET RNODES) ", " RLUN(1, "/b", RID2, RSECRET RNODES)),
+     "targets[0].luns[1].replication.nodes[0].address: 10.0.0.1 port 7789 is already where "
+     "targets[0].luns[0] listens; give each replicated LUN its own port"},
+    {"node_id = 2; " RLUNS(RLUN(0, "/a", RID1, RSECRET RNODES) ", " RLUN(
+         1, "/b", RID2,
+         RSECRET "nodes = ({ id = 1; address = \"10.0.0.1:7790\"; }, { id = 2; address = "
+                 "\"0.0.0.0:7790\"; });")),
+     "targets[0].luns[1].replication.nodes[1].address: 0.0.0.0 port 7790 is already where "
+     "targets[0].luns[0] listens"},
+    {"listen = [ \"0.0.0.0:3260\" ]; " RCFG(RSECRET "port = 3260; " RNODES),
+     "targets[0].luns[0].replication.nodes[0].address: 10.0.0.1 port 3260 clashes with the "
+     "iSCSI portal listen[0] (\"0.0.0.0:3260\"); give replication its own port"},
+    {"node_id = 1; " RLUNS(RLUN(0, "/a", RID1, RSECRET RNODES "metadata = \"/m\";") ", " RLUN(
+         1, "/b", RID2, RSECRET "port = 7790; metadata = \"/m\"; " RNODES)),
+     "targets[0].luns[1].replication.metadata: already used by targets[0].luns[0]"},
+    {"node_id = 1; " RLUNS(RLUN(0, "/a", RID1, RSECRET RNODES "metadata = \"/a\";")),
+     "targets[0].luns[0].replication.metadata: is the backing store of targets[0].luns[0]"},
+    {RCFG(RSECRET RNODES "timeout = \"5s\";"),
+     "targets[0].luns[0].replication.timeout: must be an integer"},
     {"threads = = 4;", "line 1: "},
 };
 
@@ -860,6 +971,235 @@ START_TEST(test_set_lun_size)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- replication */
+
+static const char repl_full[] =
+    "node_id = 2;\n"
+    "targets = ({ iqn = \"" IQN1 "\"; luns = ({ lun = 0; path = \"/a\"; " RID1 "\n"
+    "  replication = {\n"
+    "    secret = \"at-least-12-chars\";\n"
+    "    port = 7800;\n"
+    "    nodes = ( { id = 1; name = \"alpha\"; address = \"10.0.0.1\"; },\n"
+    "              { id = 2; name = \"beta\";  address = \"[fd00::2]:7790\"; } );\n"
+    "    metadata = \"/var/lib/tandem/repl-lun0.md\";\n"
+    "    timeout = 3000;\n"
+    "    resync_rate = \"200M\";\n"
+    "    resync_min_rate = 5000000;\n"
+    "    split_brain = \"discard-node-alpha\";\n"
+    "  };\n"
+    "}, { lun = 1; path = \"/b\"; }); });\n";
+
+START_TEST(test_repl_parse)
+{
+        struct tdm_config c;
+        char err[512] = "";
+        int rc = tdm_config_parse_string(repl_full, &c, err, sizeof(err));
+        ck_assert_msg(rc == 0, "%s", err);
+        ck_assert_uint_eq(c.node_id, 2);
+        const struct tdm_repl_cfg *r = &c.targets[0].luns[0].repl;
+        ck_assert(r->enabled);
+        ck_assert_str_eq(r->secret, "at-least-12-chars");
+        ck_assert_uint_eq(r->port, 7800);
+        ck_assert_uint_eq(r->n_nodes, 2);
+        ck_assert_uint_eq(r->nodes[0].id, 1);
+        ck_assert_str_eq(r->nodes[0].name, "alpha");
+        ck_assert_str_eq(r->nodes[0].address, "10.0.0.1");
+        ck_assert_uint_eq(r->nodes[1].id, 2);
+        ck_assert_str_eq(r->nodes[1].name, "beta");
+        ck_assert_str_eq(r->nodes[1].address, "[fd00::2]:7790");
+        ck_assert_str_eq(r->metadata, "/var/lib/tandem/repl-lun0.md");
+        ck_assert_uint_eq(r->timeout_ms, 3000);
+        ck_assert_uint_eq(r->resync_rate, 200ull << 20);
+        ck_assert_uint_eq(r->resync_min_rate, 5000000);
+        ck_assert_int_eq(r->split_brain, REPL_SB_DISCARD_NODE);
+        ck_assert_str_eq(r->split_brain_node, "alpha");
+        /* The identity was given, so nothing was generated; the plain LUN got one. */
+        ck_assert_str_eq(c.targets[0].luns[0].naa, NAA1);
+        ck_assert(!c.targets[0].luns[1].repl.enabled);
+        ck_assert(c.identities_generated);
+
+        /* Helpers: local/peer entry, endpoints (default port is replication.port). */
+        ck_assert_ptr_eq(tdm_repl_local_node(r, c.node_id), &r->nodes[1]);
+        ck_assert_ptr_eq(tdm_repl_peer_node(r, c.node_id), &r->nodes[0]);
+        char host[128], buf[4200];
+        uint16_t port;
+        ck_assert_int_eq(tdm_repl_node_endpoint(r, &r->nodes[0], host, sizeof(host), &port), 0);
+        ck_assert_str_eq(host, "10.0.0.1");
+        ck_assert_uint_eq(port, 7800);
+        ck_assert_int_eq(tdm_repl_node_endpoint(r, &r->nodes[1], host, sizeof(host), &port), 0);
+        ck_assert_str_eq(host, "fd00::2");
+        ck_assert_uint_eq(port, 7790);
+        ck_assert_int_eq(tdm_repl_metadata_path(&c, &c.targets[0].luns[0], buf, sizeof(buf)), 0);
+        ck_assert_str_eq(buf, "/var/lib/tandem/repl-lun0.md");
+        tdm_repl_split_brain_name(r, buf, sizeof(buf));
+        ck_assert_str_eq(buf, "discard-node-alpha");
+
+        /* tdm_config_copy carries the replication group along. */
+        struct tdm_config d;
+        ck_assert_int_eq(tdm_config_copy(&d, &c), 0);
+        ck_assert_mem_eq(&d.targets[0].luns[0].repl, r, sizeof(*r));
+        ck_assert_uint_eq(d.node_id, 2);
+        tdm_config_free(&d);
+        tdm_config_free(&c);
+}
+END_TEST
+
+START_TEST(test_repl_defaults)
+{
+        struct tdm_config c;
+        char err[512] = "";
+        int rc = tdm_config_parse_string(
+            RCFG(RSECRET "nodes = ({ id = 1; address = \"10.0.0.1\"; }, { id = 7; address = "
+                         "\"::1\"; });"),
+            &c, err, sizeof(err));
+        ck_assert_msg(rc == 0, "%s", err);
+        const struct tdm_repl_cfg *r = &c.targets[0].luns[0].repl;
+        ck_assert(r->enabled);
+        ck_assert_uint_eq(r->port, 7789);
+        ck_assert_str_eq(r->nodes[0].name, "node1");
+        ck_assert_str_eq(r->nodes[1].name, "node7");
+        ck_assert_str_eq(r->metadata, "");
+        ck_assert_uint_eq(r->timeout_ms, TDM_DEFAULT_REPL_TIMEOUT_MS);
+        ck_assert_uint_eq(r->resync_rate, TDM_DEFAULT_RESYNC_RATE);
+        ck_assert_uint_eq(r->resync_min_rate, TDM_DEFAULT_RESYNC_MIN_RATE);
+        ck_assert_int_eq(r->split_brain, REPL_SB_DISCONNECT);
+        ck_assert(!c.identities_generated);
+        char host[128], buf[4200];
+        uint16_t port;
+        /* A bare IPv6 address has no port: replication.port, not the iSCSI 3260. */
+        ck_assert_int_eq(tdm_repl_node_endpoint(r, &r->nodes[1], host, sizeof(host), &port), 0);
+        ck_assert_str_eq(host, "::1");
+        ck_assert_uint_eq(port, 7789);
+        ck_assert_int_eq(tdm_repl_metadata_path(&c, &c.targets[0].luns[0], buf, sizeof(buf)), 0);
+        ck_assert_str_eq(buf, "/var/lib/tandem/repl-" NAA1 ".md");
+        tdm_repl_split_brain_name(r, buf, sizeof(buf));
+        ck_assert_str_eq(buf, "disconnect");
+        tdm_config_free(&c);
+
+        /* No replication anywhere: node_id may stay out and is 0. */
+        ck_assert_int_eq(tdm_config_parse_string("", &c, err, sizeof(err)), 0);
+        ck_assert_uint_eq(c.node_id, 0);
+        tdm_config_free(&c);
+
+        /* Two replicated LUNs side by side, each on its own port, on two node ids. */
+        rc = tdm_config_parse_string(
+            "node_id = 1; " RLUNS(RLUN(0, "/a", RID1, RSECRET RNODES) ", " RLUN(
+                1, "/b", RID2,
+                RSECRET "port = 7791; " RNODES "split_brain = "
+                        "\"discard-younger-primary\";")),
+            &c, err, sizeof(err));
+        ck_assert_msg(rc == 0, "%s", err);
+        ck_assert_int_eq(c.targets[0].luns[1].repl.split_brain, REPL_SB_DISCARD_YOUNGER_PRIMARY);
+        tdm_config_free(&c);
+}
+END_TEST
+
+/* The commented replicated setup in the example file is valid once its "#> " go. */
+START_TEST(test_repl_example)
+{
+        char *text = read_all(example_conf());
+        size_t n = strlen(text);
+        char *out = malloc(n + 1), *o = out;
+        ck_assert_ptr_nonnull(out);
+        size_t enabled = 0;
+        for (const char *line = text; *line;) {
+                const char *end = strchr(line, '\n');
+                size_t len = end ? (size_t)(end - line + 1) : strlen(line);
+                if (strncmp(line, "#> ", 3) == 0) {
+                        line += 3;
+                        len -= 3;
+                        enabled++;
+                }
+                memcpy(o, line, len);
+                o += len;
+                line += len;
+        }
+        *o = '\0';
+        ck_assert_uint_ge(enabled, 20);
+        struct tdm_config c;
+        char err[512] = "";
+        int rc = tdm_config_parse_string(out, &c, err, sizeof(err));
+        ck_assert_msg(rc == 0, "uncommented example: %s", err);
+        ck_assert_uint_eq(c.node_id, 1);
+        ck_assert_uint_eq(c.targets[0].n_luns, 3);
+        const struct tdm_repl_cfg *r = &c.targets[0].luns[2].repl;
+        ck_assert(r->enabled);
+        ck_assert_str_eq(r->nodes[1].name, "beta");
+        ck_assert_uint_eq(r->resync_rate, 100ull << 20);
+        ck_assert_uint_eq(r->resync_min_rate, 10ull << 20);
+        tdm_config_free(&c);
+        free(out);
+        free(text);
+}
+END_TEST
+
+START_TEST(test_repl_round_trip)
+{
+        char *dir = make_tmpdir();
+        char path[PATH_MAX], err[512] = "";
+        snprintf(path, sizeof(path), "%s/tandem.conf", dir);
+        struct tdm_config a, b;
+        ck_assert_int_eq(tdm_config_parse_string(repl_full, &a, err, sizeof(err)), 0);
+        /* Rates above 2^32 and a split-brain policy that is not the default. */
+        a.targets[0].luns[0].repl.resync_rate = 5ull << 40;
+        a.targets[0].luns[0].repl.resync_min_rate = 3ull << 32;
+        ck_assert_int_eq(tdm_config_save(path, &a, err, sizeof(err)), 0);
+        int rc = tdm_config_load(path, &b, err, sizeof(err));
+        ck_assert_msg(rc == 0, "reload: %s", err);
+        ck_assert_uint_eq(b.node_id, 2);
+        assert_config_eq(&a, &b);
+        for (size_t i = 0; i < 2; i++)
+                ck_assert_mem_eq(&a.targets[0].luns[i].repl, &b.targets[0].luns[i].repl,
+                                 sizeof(struct tdm_repl_cfg));
+        char *first = read_all(path);
+        ck_assert_ptr_nonnull(strstr(first, "split_brain = \"discard-node-alpha\";"));
+        ck_assert_ptr_nonnull(strstr(first, "node_id = 2;"));
+        /* Only the replicated LUN has the group. */
+        ck_assert_ptr_null(strstr(strstr(first, "replication") + 1, "replication"));
+        ck_assert_int_eq(tdm_config_save(path, &b, err, sizeof(err)), 0);
+        char *second = read_all(path);
+        ck_assert_str_eq(first, second);
+        free(first);
+        free(second);
+
+        /* Defaults are written out explicitly and read back the same. */
+        tdm_config_free(&a);
+        tdm_config_free(&b);
+        ck_assert_int_eq(tdm_config_parse_string(RCFG(RSECRET RNODES), &a, err, sizeof(err)), 0);
+        ck_assert_int_eq(tdm_config_save(path, &a, err, sizeof(err)), 0);
+        ck_assert_int_eq(tdm_config_load(path, &b, err, sizeof(err)), 0);
+        ck_assert_mem_eq(&a.targets[0].luns[0].repl, &b.targets[0].luns[0].repl,
+                         sizeof(struct tdm_repl_cfg));
+        tdm_config_free(&a);
+        tdm_config_free(&b);
+        rm_tree(dir);
+        free(dir);
+}
+END_TEST
+
+/* An edit cannot add a replicated LUN without an identity, nor save a broken group. */
+START_TEST(test_repl_edits)
+{
+        struct tdm_config c;
+        char err[512] = "";
+        ck_assert_int_eq(tdm_config_parse_string(RCFG(RSECRET RNODES), &c, err, sizeof(err)), 0);
+        struct tdm_lun_cfg l = c.targets[0].luns[0];
+        l.lun = 1;
+        strcpy(l.path, "/b");
+        l.naa[0] = l.serial[0] = '\0';
+        l.repl.port = 7790;
+        ck_assert_int_eq(tdm_config_add_lun(&c, IQN1, &l, err, sizeof(err)), -EINVAL);
+        ck_assert_str_eq(err, "naa: a replicated LUN needs the same naa and serial on every node; "
+                              "set both");
+        ck_assert_uint_eq(c.targets[0].n_luns, 1);
+        c.targets[0].luns[0].repl.timeout_ms = 15000;
+        ck_assert_int_eq(tdm_config_save("/nonexistent/x.conf", &c, err, sizeof(err)), -EINVAL);
+        ck_assert_str_eq(err, "targets[0].luns[0].replication.timeout: 15000 ms is not well below "
+                              "the initiators' 15 s abort timer; at most 10000");
+        tdm_config_free(&c);
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
         Suite *s = suite_create("config");
@@ -879,6 +1219,11 @@ static Suite *config_suite(void)
         tcase_add_test(tc, test_parse_size);
         tcase_add_test(tc, test_edits);
         tcase_add_test(tc, test_set_lun_size);
+        tcase_add_test(tc, test_repl_parse);
+        tcase_add_test(tc, test_repl_defaults);
+        tcase_add_test(tc, test_repl_example);
+        tcase_add_test(tc, test_repl_round_trip);
+        tcase_add_test(tc, test_repl_edits);
         suite_add_tcase(s, tc);
         return s;
 }
