@@ -99,6 +99,10 @@ struct repl_md {
         bool al_stale; /* the last log write failed: on-disk log unknown */
 
         atomic_uint_fast64_t io_count;
+
+        /* Makes the data device durable before an extent leaves the log (NULL: none). */
+        int (*data_flush)(void *arg);
+        void *data_flush_arg;
 };
 
 /* ---- encoding ---- */
@@ -941,6 +945,16 @@ static bool plan_al(struct repl_md *md, uint64_t e0, uint64_t e1, struct al_chan
 /* Writes the victims' bitmap pages and then the new log, both durably (io_lock held). */
 static int commit_al(struct repl_md *md, const struct al_change *changes, unsigned n)
 {
+        /* Writes to an evicted extent may sit in a cache: once it leaves the log only the
+         * bitmap speaks for it, and the bitmap is clean while connected. */
+        bool evicts = false;
+        for (unsigned i = 0; i < n; i++)
+                evicts |= changes[i].old.state == SLOT_ACTIVE;
+        if (evicts && md->data_flush) {
+                int rc = md->data_flush(md->data_flush_arg);
+                if (rc < 0)
+                        return rc;
+        }
         bool wrote = false;
         for (unsigned i = 0; i < n; i++) {
                 if (changes[i].old.state != SLOT_ACTIVE)
@@ -1056,4 +1070,10 @@ unsigned repl_md_al_used(struct repl_md *md)
 uint64_t repl_md_io_count(struct repl_md *md)
 {
         return atomic_load(&md->io_count);
+}
+
+void repl_md_set_data_flush(struct repl_md *md, int (*fn)(void *arg), void *arg)
+{
+        md->data_flush = fn;
+        md->data_flush_arg = arg;
 }

@@ -104,4 +104,11 @@ unsigned repl_md_al_used(struct repl_md *md);
 /* Counters for tests: metadata block writes done (superblock, AL, bitmap pages). */
 uint64_t repl_md_io_count(struct repl_md *md);
 
+/*
+ * The metadata lives in its own file, so its fdatasync does not cover the data: fn makes
+ * the data device durable and runs before an activity-log transaction evicts an extent.
+ * Set once, before the log is used.
+ */
+void repl_md_set_data_flush(struct repl_md *md, int (*fn)(void *arg), void *arg);
+
 #endif

@@ -15,7 +15,7 @@ static void notify_peer(struct repl_lun *r)
         pthread_mutex_lock(&r->lock);
         bool up = r->link_up;
         pthread_mutex_unlock(&r->lock);
-        if (up && repl_send_state(r) < 0)
+        if (up && (repl_send_scsi_state(r) < 0 || repl_send_state(r) < 0))
                 repl_disconnect(r, "cannot send state to peer");
 }
 
@@ -74,7 +74,6 @@ static int do_promote(struct repl_lun *r, void *arg, char *err, size_t errlen)
                          strerror(-rc));
                 goto out;
         }
-        repl_update_standby(r);
         log_notice("replication %s lun %llu: promoted to Primary", r->iqn,
                    (unsigned long long)r->lun_id);
 out:
@@ -82,24 +81,18 @@ out:
         if (rc == 0 && restart_link)
                 repl_disconnect(r, "forced promotion: reconnecting to sync the peer");
         else if (rc == 0)
-                notify_peer(r);
+                notify_peer(r); /* the peer hears of the role before our first write */
+        if (rc == 0) {
+                pthread_mutex_lock(&r->lock);
+                repl_update_standby(r);
+                pthread_mutex_unlock(&r->lock);
+        }
         return rc;
 }
 
 int repl_admin_promote(const char *iqn, uint64_t lun, bool force, char *err, size_t errlen)
 {
         return repl_with_lun(iqn, lun, err, errlen, do_promote, &force);
-}
-
-static bool inflight_empty(struct repl_lun *r)
-{
-        pthread_mutex_lock(&r->send_lock);
-        bool empty = true;
-        for (struct repl_req *q = r->inflight_head; q; q = q->next)
-                if (q->task)
-                        empty = false;
-        pthread_mutex_unlock(&r->send_lock);
-        return empty;
 }
 
 static int do_demote(struct repl_lun *r, void *arg, char *err, size_t errlen)
@@ -115,9 +108,13 @@ static int do_demote(struct repl_lun *r, void *arg, char *err, size_t errlen)
         /* New commands are refused first; those already sent get their acks. */
         atomic_store(&r->lun->standby, true);
         pthread_mutex_unlock(&r->lock);
-        for (int waited = 0; !inflight_empty(r) && waited < DEMOTE_DRAIN_MS; waited += 10) {
-                struct timespec ts = {0, 10 * 1000000L};
-                nanosleep(&ts, NULL);
+        if (!repl_writes_drained(r, DEMOTE_DRAIN_MS)) {
+                atomic_store(&r->lun->standby, false);
+                snprintf(err, errlen,
+                         "demote: writes still wait for the peer after %d ms; "
+                         "still Primary",
+                         DEMOTE_DRAIN_MS);
+                return -EBUSY;
         }
         pthread_mutex_lock(&r->lock);
         r->sb.role = REPL_ROLE_SECONDARY;
@@ -181,6 +178,10 @@ static int do_verify(struct repl_lun *r, void *arg, char *err, size_t errlen)
                 snprintf(err, errlen, "verify: needs a Connected pair in sync (now %s)",
                          repl_conn_name(r->conn));
                 rc = -ENOTCONN;
+        } else if (r->peer.side.role == REPL_ROLE_PRIMARY) {
+                /* Only the writer's side reads in step with the writes. */
+                snprintf(err, errlen, "verify: run it on the Primary (node %u)", r->peer_id);
+                rc = -EPERM;
         } else {
                 r->verify_resync = resync;
                 r->verify_requested = true;

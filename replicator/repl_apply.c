@@ -115,9 +115,13 @@ static int on_write(struct repl_lun *r, struct rx_state *st, const struct repl_r
         const Tandem__Repl__Write *m = (const Tandem__Repl__Write *)rx->msg;
         pthread_mutex_lock(&r->lock);
         bool primary = r->sb.role == REPL_ROLE_PRIMARY;
+        bool peer_primary = r->peer.side.role == REPL_ROLE_PRIMARY;
         pthread_mutex_unlock(&r->lock);
         if (primary)
                 return protocol_error(r, "peer sent a %s while this node is Primary", "write");
+        /* Writes come only from a Primary: its role, sent on this channel, precedes them. */
+        if (!peer_primary)
+                return protocol_error(r, "peer sent a %s while it is not Primary", "write");
         bool data = m->kind == REPL_IO_WRITE;
         bool kind_ok = data || m->kind == REPL_IO_ZERO || m->kind == REPL_IO_UNMAP;
         if (!kind_ok || !range_ok(r, m->offset, m->length) ||
@@ -215,6 +219,9 @@ static int on_scsi_state(struct repl_lun *r, const struct repl_rx *rx)
         if ((m->lun_naa && strcasecmp(m->lun_naa, r->naa) != 0) ||
             (m->lun_serial && m->lun_serial[0] && strcmp(m->lun_serial, r->serial) != 0))
                 return protocol_error(r, "peer's %s differs from this node's", "LUN identity");
+        pthread_mutex_lock(&r->lock);
+        r->peer.side.role = m->role == REPL_ROLE_PRIMARY ? REPL_ROLE_PRIMARY : REPL_ROLE_SECONDARY;
+        pthread_mutex_unlock(&r->lock);
         return 0;
 }
 
@@ -287,6 +294,14 @@ void *repl_data_rx_main(void *arg)
                         break;
                 }
                 uint64_t seq = data_seq(&rx);
+                if (seq == 0) { /* not a data-channel message at all */
+                        char m[96];
+                        snprintf(m, sizeof(m), "unexpected %s on the data channel",
+                                 repl_msg_name(rx.f.type));
+                        repl_rx_free(&rx);
+                        repl_disconnect(r, m);
+                        break;
+                }
                 if (seq != r->rx_expect_seq) {
                         char m[128];
                         snprintf(m, sizeof(m), "out-of-order sequence number %llu (expected %llu)",
@@ -324,6 +339,21 @@ void *repl_data_rx_main(void *arg)
 
 static void on_sync_done(struct repl_lun *r, const Tandem__Repl__SyncDone *m)
 {
+        pthread_mutex_lock(&r->lock);
+        bool expected = r->conn == REPL_CONN_SYNC_TARGET ||
+                        (r->decision == REPL_DECIDE_BOTH_NEW && r->sb.role == REPL_ROLE_SECONDARY);
+        pthread_mutex_unlock(&r->lock);
+        if (!expected) {
+                repl_disconnect(r, "peer ended a resync this node was not part of");
+                return;
+        }
+        /* The resync data must be durable before the disk claims UpToDate. */
+        int drc = bs_flush(r->bs);
+        if (drc < 0) {
+                apply_failed(r, 0, 0, drc, "flush at the end of resync");
+                repl_disconnect(r, "cannot make the resynced data durable");
+                return;
+        }
         struct repl_gen src = {0};
         if (m->gen) {
                 src.current = m->gen->current;
@@ -384,7 +414,10 @@ static int on_ctl_message(struct repl_lun *r, struct repl_rx *rx)
         switch (rx->f.type) {
         case TANDEM__REPL__MSG_TYPE__MSG_ACK: {
                 const Tandem__Repl__Ack *m = (const Tandem__Repl__Ack *)rx->msg;
-                repl_acked(r, m->seq, -m->error);
+                if (m->error < 0 || m->error > 4095 || repl_acked(r, m->seq, -m->error) < 0) {
+                        repl_disconnect(r, "peer acknowledged something never sent");
+                        return -EPROTO;
+                }
                 if (m->error) {
                         pthread_mutex_lock(&r->lock);
                         r->sb.peer_disk = REPL_DISK_INCONSISTENT;
@@ -453,6 +486,14 @@ void *repl_ctl_rx_main(void *arg)
                 if (now - last_rx > (uint64_t)timeout * 1000000ull) {
                         char why[96];
                         snprintf(why, sizeof(why), "peer silent for %u ms", timeout);
+                        repl_disconnect(r, why);
+                        break;
+                }
+                /* Alive but not applying (a hung disk): writes are held no longer. */
+                uint64_t oldest = repl_oldest_inflight_ns(r);
+                if (oldest && now > oldest && now - oldest > (uint64_t)timeout * 1000000ull) {
+                        char why[96];
+                        snprintf(why, sizeof(why), "peer acknowledged nothing for %u ms", timeout);
                         repl_disconnect(r, why);
                         break;
                 }

@@ -165,12 +165,17 @@ static void hs_local(struct repl_lun *r, int channel, struct repl_hs_local *l)
                                     .features = REPL_FEATURE_VERIFY_SHA256};
 }
 
+static void refuse_stray(struct repl_lun *r);
+
 /* Opens one channel: dial or accept, then the authenticated handshake. */
 static int channel_open(struct repl_lun *r, int channel, int *out)
 {
         int fd = -1, rc;
         char from[160] = "";
         if (r->node_id < r->peer_id) {
+                struct pollfd p = {.fd = r->listen_fd, .events = POLLIN};
+                if (poll(&p, 1, 0) > 0)
+                        refuse_stray(r); /* we dial: whoever calls us is not our peer */
                 rc = dial(r, &fd);
                 snprintf(from, sizeof(from), "%s:%u", r->peer_host, r->peer_port);
         } else {
@@ -376,6 +381,19 @@ static int decide(struct repl_lun *r, enum repl_decision *out, bool *standalone)
         const struct repl_side *peer = &r->peer.side;
         const char *why = "";
         enum repl_decision d = repl_gen_decide(&self, peer, &why);
+        /* A split brain resolved by hand: only the blocks either side changed since the
+         * split move (both bitmaps hold them), not the whole LUN. */
+        if (self.want_discard != peer->want_discard) {
+                struct repl_side s2 = self, p2 = *peer;
+                s2.want_discard = p2.want_discard = false;
+                const char *why2 = "";
+                if (repl_gen_decide(&s2, &p2, &why2) == REPL_DECIDE_SPLIT_BRAIN) {
+                        d = self.want_discard ? REPL_DECIDE_TARGET_BITMAP
+                                              : REPL_DECIDE_SOURCE_BITMAP;
+                        why = "split brain resolved by hand: the discarding node's changes "
+                              "since the split are replaced";
+                }
+        }
         if (d == REPL_DECIDE_SPLIT_BRAIN) {
                 const char *how = "";
                 d = repl_split_brain_resolve(r->cfg.split_brain, r->cfg.split_brain_node, &self,
@@ -394,6 +412,14 @@ static int decide(struct repl_lun *r, enum repl_decision *out, bool *standalone)
                 log_warn("replication %s lun %llu: split brain resolved by policy: %s", r->iqn,
                          (unsigned long long)r->lun_id, how);
         }
+        /* Same data generation but one disk Inconsistent (invalidated, or a failed write):
+         * only a full sync makes it whole. Both sides see both states: still symmetric. */
+        if (d == REPL_DECIDE_IN_SYNC && self.disk == REPL_DISK_INCONSISTENT &&
+            peer->disk == REPL_DISK_UPTODATE)
+                d = REPL_DECIDE_TARGET_FULL;
+        else if (d == REPL_DECIDE_IN_SYNC && peer->disk == REPL_DISK_INCONSISTENT &&
+                 self.disk == REPL_DISK_UPTODATE)
+                d = REPL_DECIDE_SOURCE_FULL;
         if (d == REPL_DECIDE_UNRELATED || d == REPL_DECIDE_NO_GOOD_DATA) {
                 *standalone = d == REPL_DECIDE_UNRELATED;
                 repl_set_error(r, "%s: %s",
@@ -480,7 +506,7 @@ static int resync_begin(struct repl_lun *r, enum repl_decision d)
         pthread_mutex_lock(&r->lock);
         int rc = 0;
         if (decision_is_source(d)) {
-                if (d == REPL_DECIDE_SOURCE_FULL || r->peer.side.want_discard)
+                if (d == REPL_DECIDE_SOURCE_FULL)
                         repl_md_set_all(r->md);
                 if (r->sb.gen.bitmap == 0)
                         repl_gen_new_current(&r->sb.gen, repl_gen_fresh());
@@ -558,6 +584,31 @@ static int open_channels(struct repl_lun *r)
         return 0;
 }
 
+/* send_lock held, and the peer in the ack set. */
+static int send_scsi_state_locked(struct repl_lun *r, enum repl_role role)
+{
+        Tandem__Repl__ScsiState m = TANDEM__REPL__SCSI_STATE__INIT;
+        m.lun_naa = r->naa;
+        m.lun_serial = r->serial;
+        m.role = role;
+        struct repl_req *req = calloc(1, sizeof(*req));
+        if (!req)
+                return -ENOMEM;
+        req->kind = REPL_OP_STATE;
+        return repl_send_data_locked(r, req, TANDEM__REPL__MSG_TYPE__MSG_SCSI_STATE, &m, NULL, 0);
+}
+
+int repl_send_scsi_state(struct repl_lun *r)
+{
+        pthread_mutex_lock(&r->lock);
+        enum repl_role role = r->sb.role;
+        pthread_mutex_unlock(&r->lock);
+        pthread_mutex_lock(&r->send_lock);
+        int rc = r->in_ack_set ? send_scsi_state_locked(r, role) : -ENOTCONN;
+        pthread_mutex_unlock(&r->send_lock);
+        return rc;
+}
+
 /* States, checks, decision and bitmaps; on success the link is up and the decision set. */
 static int establish(struct repl_lun *r, bool *standalone)
 {
@@ -594,17 +645,27 @@ static int establish(struct repl_lun *r, bool *standalone)
         if (rc < 0)
                 return rc;
         pthread_mutex_lock(&r->lock);
+        if (r->stopping || !r->want_connect) {
+                pthread_mutex_unlock(&r->lock);
+                return -ECANCELED; /* told to stop while we were connecting */
+        }
         r->decision = d;
         r->link_up = true;
         r->split_brain = false;
+        if (d == REPL_DECIDE_IN_SYNC || decision_is_source(d))
+                r->crashed_primary = false; /* what it may have left behind goes to the peer */
         r->last_ctl_rx_ns = tdm_now_ns();
         r->rx_expect_seq = 1;
         r->last_error[0] = '\0';
-        pthread_mutex_unlock(&r->lock);
         pthread_mutex_lock(&r->send_lock);
         r->next_seq = 1;
         r->in_ack_set = true;
+        /* Seq 1, before any write can take a number: identity and role. */
+        int src = send_scsi_state_locked(r, r->sb.role);
         pthread_mutex_unlock(&r->send_lock);
+        pthread_mutex_unlock(&r->lock);
+        if (src < 0)
+                return -ECONNRESET;
         log_notice("replication %s lun %llu: connected to node %u (%s): %s", r->iqn,
                    (unsigned long long)r->lun_id, r->peer_id, r->peer_name, repl_decision_name(d));
         return 0;
@@ -638,7 +699,7 @@ static void run_connected(struct repl_lun *r)
         }
         for (;;) {
                 pthread_mutex_lock(&r->lock);
-                bool up = r->link_up && !r->stopping;
+                bool up = r->link_up && !r->stopping && r->want_connect;
                 bool verify = r->verify_requested;
                 r->verify_requested = false;
                 pthread_mutex_unlock(&r->lock);
@@ -654,16 +715,26 @@ static void run_connected(struct repl_lun *r)
                 if (poll(&p, 1, 200) > 0)
                         refuse_stray(r);
         }
+        repl_disconnect(r, "stopping"); /* wakes the receivers whatever ended the loop */
         join_thread(r->data_rx, &r->data_rx_running);
         join_thread(r->ctl_rx, &r->ctl_rx_running);
         join_thread(r->sync_thread, &r->sync_running);
 }
 
-void repl_disconnect(struct repl_lun *r, const char *why)
+void repl_disconnect_gen(struct repl_lun *r, uint64_t gen, const char *why)
 {
+        /* One critical section: a late caller finds the generation moved on and leaves. */
         pthread_mutex_lock(&r->lock);
+        pthread_mutex_lock(&r->send_lock);
+        if (gen != REPL_GEN_ANY && gen != r->conn_gen) {
+                pthread_mutex_unlock(&r->send_lock);
+                pthread_mutex_unlock(&r->lock);
+                return;
+        }
         bool was_up = r->link_up;
+        bool had_peer = r->in_ack_set;
         r->link_up = false;
+        r->in_ack_set = false;
         if (r->data_fd >= 0)
                 shutdown(r->data_fd, SHUT_RDWR);
         if (r->ctl_fd >= 0)
@@ -673,24 +744,24 @@ void repl_disconnect(struct repl_lun *r, const char *why)
                 if (!r->stopping)
                         repl_set_error(r, "disconnected: %s", why);
         }
-        pthread_cond_broadcast(&r->cond);
-        pthread_mutex_unlock(&r->lock);
-        pthread_mutex_lock(&r->send_lock);
-        bool had_peer = r->in_ack_set;
-        r->in_ack_set = false;
         pthread_mutex_unlock(&r->send_lock);
         if (had_peer) {
                 /* Before any write completes without the peer: our data moves on. */
-                pthread_mutex_lock(&r->lock);
                 if (r->sb.role == REPL_ROLE_PRIMARY) {
                         repl_gen_new_current(&r->sb.gen, repl_gen_fresh());
                         if (r->sb.peer_disk == REPL_DISK_UPTODATE)
                                 r->sb.peer_disk = REPL_DISK_OUTDATED;
                 }
                 repl_persist(r);
-                pthread_mutex_unlock(&r->lock);
         }
+        pthread_cond_broadcast(&r->cond);
+        pthread_mutex_unlock(&r->lock);
         repl_fail_inflight(r);
+}
+
+void repl_disconnect(struct repl_lun *r, const char *why)
+{
+        repl_disconnect_gen(r, REPL_GEN_ANY, why);
 }
 
 static void after_disconnect(struct repl_lun *r, bool standalone)

@@ -48,6 +48,7 @@ struct repl_req {
         uint64_t seq;
         enum repl_op_kind kind;
         uint64_t off, len;
+        uint64_t sent_ns;
         struct scsi_task *task; /* NULL for resync/verify/state */
 };
 
@@ -97,7 +98,7 @@ struct repl_lun {
         int data_fd, ctl_fd;
         bool link_up;      /* channels open (the manager owns them until they close) */
         bool in_ack_set;   /* under send_lock: writes go to the peer and wait for its ack */
-        uint64_t conn_gen; /* bumped on every disconnect */
+        uint64_t conn_gen; /* bumped on every disconnect; written under lock and send_lock */
         pthread_t data_rx, ctl_rx, sync_thread, manager;
         bool data_rx_running, ctl_rx_running, sync_running, manager_running;
         uint64_t last_ctl_rx_ns;
@@ -124,6 +125,7 @@ struct repl_lun {
         uint64_t verify_oos;
         uint64_t resync_sent, resync_received;
         atomic_uint_fast64_t writes_replicated;
+        atomic_int io_active; /* commands inside repl_lun_io: demote and shutdown wait for them */
         uint64_t dirty_at_disconnect;
 };
 
@@ -134,22 +136,38 @@ int repl_persist(struct repl_lun *r);
 void repl_side_self(struct repl_lun *r, struct repl_side *s);
 void repl_update_standby(struct repl_lun *r);
 
+/* Waits (at most ms) until no command is inside repl_lun_io or waits for an ack. */
+bool repl_writes_drained(struct repl_lun *r, unsigned ms);
 /* Runs fn on the started replicated LUN iqn/lun (all-LUN list locked); -ENOENT if none. */
 int repl_with_lun(const char *iqn, uint64_t lun, char *err, size_t errlen,
                   int (*fn)(struct repl_lun *r, void *arg, char *err, size_t errlen), void *arg);
 
 /* repl_conn.c */
 void *repl_manager_main(void *arg);
-/* Tear the connection down (any thread): in-flight requests complete, bits are set. */
+/*
+ * Tear the connection down (any thread): in-flight requests complete, bits are set.
+ * repl_disconnect_gen does nothing if the connection of generation gen is already gone
+ * (a late caller must not end the next connection).
+ */
+#define REPL_GEN_ANY UINT64_MAX
 void repl_disconnect(struct repl_lun *r, const char *why);
+void repl_disconnect_gen(struct repl_lun *r, uint64_t gen, const char *why);
 int repl_send_state(struct repl_lun *r);
+/* Identity and role on the data channel, ordered with the writes (first after connect,
+ * and on every role change). */
+int repl_send_scsi_state(struct repl_lun *r);
 /* Takes the peer's State message into r->peer (lock held). */
 struct Tandem__Repl__State;
 void repl_peer_from_state(struct repl_lun *r, const struct Tandem__Repl__State *m);
 
 /* repl_io.c */
-/* The ack for every request up to seq arrived (error: that seq failed on the peer). */
-void repl_acked(struct repl_lun *r, uint64_t seq, int error);
+/*
+ * The ack for every request up to seq arrived (error: that seq failed on the peer).
+ * -EPROTO for an ack of a seq never sent.
+ */
+int repl_acked(struct repl_lun *r, uint64_t seq, int error);
+/* When the oldest request still waiting for its ack was sent (0: none). */
+uint64_t repl_oldest_inflight_ns(struct repl_lun *r);
 /* Complete every in-flight request as if acknowledged by nobody (peer dropped). */
 void repl_fail_inflight(struct repl_lun *r);
 /* Send a data-channel message with a fresh seq and queue its req (send_lock held). */

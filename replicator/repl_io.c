@@ -14,6 +14,10 @@
 #include "tandem/log.h"
 #include "wire.h"
 
+#define REPL_IO_SPLIT (64ull * 1024 * 1024) /* zeroing/unmapping is replicated in pieces */
+
+uint64_t tdm_now_ns(void);
+
 /* ---- ordering stripes: taken in ascending slot order, so never a deadlock ---- */
 
 static void order_span(uint64_t off, uint64_t len, unsigned *first, unsigned *count)
@@ -87,6 +91,7 @@ int repl_send_data_locked(struct repl_lun *r, struct repl_req *req, uint8_t type
         }
         /* Queued first: an ack can only come after the bytes left, and a failed send is
          * completed by the disconnect like every other request in flight. */
+        req->sent_ns = tdm_now_ns();
         inflight_push(r, req);
         int rc = repl_send(r->data_fd, type, msg, iov, niov, (int)r->cfg.timeout_ms);
         if (rc == 0 && req->kind != REPL_OP_RESYNC && req->kind != REPL_OP_VERIFY)
@@ -135,21 +140,27 @@ static int send_change_locked(struct repl_lun *r, struct repl_req *req, enum rep
 }
 
 /*
- * Hands the change to the peer if it is in the ack set. Returns true when the task now
- * waits for an ack; false when the change was recorded as out of sync instead.
+ * Hands the change to the peer if it is in the ack set: 1 when the task now waits for an
+ * ack, 0 when the change was recorded as out of sync instead (no peer), -ENOMEM.
  */
-static bool replicate(struct repl_lun *r, struct scsi_task *task, enum repl_io_kind kind,
-                      const void *buf, uint64_t off, uint64_t len)
+static int replicate(struct repl_lun *r, struct scsi_task *task, enum repl_io_kind kind,
+                     const void *buf, uint64_t off, uint64_t len)
 {
         struct repl_req *req = calloc(1, sizeof(*req));
         pthread_mutex_lock(&r->send_lock);
-        if (!r->in_ack_set || !req) {
-                pthread_mutex_unlock(&r->send_lock);
-                free(req);
+        if (!r->in_ack_set) {
+                /* Marked under send_lock: a resync ack cannot clear it behind our back. */
                 if (kind != REPL_IO_FLUSH)
                         repl_md_set_dirty(r->md, off, len);
-                return false;
+                pthread_mutex_unlock(&r->send_lock);
+                free(req);
+                return 0;
         }
+        if (!req) {
+                pthread_mutex_unlock(&r->send_lock);
+                return -ENOMEM; /* the command fails; the peer stays a mirror */
+        }
+        uint64_t gen = r->conn_gen;
         req->kind = kind == REPL_IO_FLUSH ? REPL_OP_FLUSH : (enum repl_op_kind)kind;
         req->off = off;
         req->len = len;
@@ -158,20 +169,15 @@ static bool replicate(struct repl_lun *r, struct scsi_task *task, enum repl_io_k
         int rc = send_change_locked(r, req, kind, buf);
         pthread_mutex_unlock(&r->send_lock);
         if (rc < 0)
-                repl_disconnect(r, rc == -ETIMEDOUT ? "peer stopped reading (send timed out)"
-                                                    : "send to peer failed");
-        return true;
+                repl_disconnect_gen(r, gen,
+                                    rc == -ETIMEDOUT ? "peer stopped reading (send timed out)"
+                                                     : "send to peer failed");
+        return 1;
 }
 
-int repl_lun_io(struct repl_lun *r, struct scsi_task *task, enum repl_io_kind kind, const void *buf,
-                uint64_t off, uint64_t len)
+static int change_range(struct repl_lun *r, struct scsi_task *task, enum repl_io_kind kind,
+                        const void *buf, uint64_t off, uint64_t len)
 {
-        if (kind == REPL_IO_FLUSH) {
-                int rc = bs_flush(r->bs);
-                if (rc == 0)
-                        replicate(r, task, kind, NULL, 0, 0);
-                return rc;
-        }
         if (len == 0)
                 return 0;
         repl_order_lock(r, off, len);
@@ -183,14 +189,42 @@ int repl_lun_io(struct repl_lun *r, struct scsi_task *task, enum repl_io_kind ki
                 return rc;
         }
         rc = local_apply(r, kind, buf, off, len);
-        bool waits = false;
-        if (rc < 0)
+        int waits = 0;
+        if (rc < 0) {
                 repl_md_set_dirty(r->md, off, len); /* whatever part landed differs now */
-        else
+        } else {
                 waits = replicate(r, task, kind, buf, off, len);
+                if (waits < 0) { /* not sent: the peer lacks what landed here */
+                        repl_md_set_dirty(r->md, off, len);
+                        rc = waits;
+                }
+        }
         repl_order_unlock(r, off, len);
-        if (!waits)
+        if (waits <= 0)
                 repl_md_al_end(r->md, off, len);
+        return rc;
+}
+
+int repl_lun_io(struct repl_lun *r, struct scsi_task *task, enum repl_io_kind kind, const void *buf,
+                uint64_t off, uint64_t len)
+{
+        atomic_fetch_add(&r->io_active, 1);
+        int rc = 0;
+        if (kind == REPL_IO_FLUSH) {
+                rc = bs_flush(r->bs);
+                if (rc == 0)
+                        rc = replicate(r, task, kind, NULL, 0, 0) < 0 ? -ENOMEM : 0;
+        } else if (kind == REPL_IO_WRITE) {
+                rc = change_range(r, task, kind, buf, off, len);
+        } else {
+                /* Large zeroing/unmapping in pieces: each fits the activity log. */
+                for (uint64_t done = 0; rc == 0 && done < len;) {
+                        uint64_t n = len - done < REPL_IO_SPLIT ? len - done : REPL_IO_SPLIT;
+                        rc = change_range(r, task, kind, NULL, off + done, n);
+                        done += n;
+                }
+        }
+        atomic_fetch_sub(&r->io_active, 1);
         return rc;
 }
 
@@ -203,7 +237,6 @@ static void req_complete(struct repl_lun *r, struct repl_req *req, int error, bo
         if (change && (!peer_has_it || error))
                 repl_md_set_dirty(r->md, req->off, req->len);
         if (req->kind == REPL_OP_RESYNC && peer_has_it && !error) {
-                repl_md_clear_dirty(r->md, req->off, req->len);
                 pthread_mutex_lock(&r->lock);
                 r->sync_done += req->len;
                 r->resync_sent += req->len;
@@ -216,15 +249,24 @@ static void req_complete(struct repl_lun *r, struct repl_req *req, int error, bo
         free(req);
 }
 
-void repl_acked(struct repl_lun *r, uint64_t seq, int error)
+int repl_acked(struct repl_lun *r, uint64_t seq, int error)
 {
         struct repl_req *done = NULL, **tail = &done;
         pthread_mutex_lock(&r->send_lock);
+        if (seq >= r->next_seq) {
+                pthread_mutex_unlock(&r->send_lock);
+                return -EPROTO; /* an ack for something never sent */
+        }
         while (r->inflight_head && r->inflight_head->seq <= seq) {
                 struct repl_req *req = r->inflight_head;
                 r->inflight_head = req->next;
-                if (req->kind == REPL_OP_RESYNC)
+                if (req->kind == REPL_OP_RESYNC) {
                         r->inflight_bytes -= req->len;
+                        /* Under send_lock, with the peer still a mirror: a write that went
+                         * local-only meanwhile set its bit after this, or not at all. */
+                        if (r->in_ack_set && !(error && req->seq == seq))
+                                repl_md_clear_dirty(r->md, req->off, req->len);
+                }
                 req->next = NULL;
                 *tail = req;
                 tail = &req->next;
@@ -240,6 +282,15 @@ void repl_acked(struct repl_lun *r, uint64_t seq, int error)
         pthread_mutex_lock(&r->lock);
         pthread_cond_broadcast(&r->cond); /* the resync window */
         pthread_mutex_unlock(&r->lock);
+        return 0;
+}
+
+uint64_t repl_oldest_inflight_ns(struct repl_lun *r)
+{
+        pthread_mutex_lock(&r->send_lock);
+        uint64_t t = r->inflight_head ? r->inflight_head->sent_ns : 0;
+        pthread_mutex_unlock(&r->send_lock);
+        return t;
 }
 
 void repl_fail_inflight(struct repl_lun *r)

@@ -127,6 +127,12 @@ static void lun_free(struct repl_lun *r)
         free(r);
 }
 
+static int data_flush(void *arg)
+{
+        struct repl_lun *r = arg;
+        return bs_flush(r->bs);
+}
+
 static int open_metadata(struct repl_lun *r, char *err, size_t errlen)
 {
         bool crashed = false;
@@ -134,6 +140,7 @@ static int open_metadata(struct repl_lun *r, char *err, size_t errlen)
                               &crashed, err, errlen);
         if (rc < 0)
                 return rc;
+        repl_md_set_data_flush(r->md, data_flush, r);
         repl_md_get_super(r->md, &r->sb);
         r->crashed_primary = crashed;
         if (crashed)
@@ -344,9 +351,35 @@ void repl_for_each_status(void (*cb)(void *arg, const struct repl_status *st), v
         pthread_mutex_unlock(&all_lock);
 }
 
+bool repl_writes_drained(struct repl_lun *r, unsigned ms)
+{
+        for (unsigned waited = 0;; waited += 10) {
+                bool busy = atomic_load(&r->io_active) != 0;
+                pthread_mutex_lock(&r->send_lock);
+                for (struct repl_req *q = r->inflight_head; q && !busy; q = q->next)
+                        busy = q->task != NULL;
+                pthread_mutex_unlock(&r->send_lock);
+                if (!busy)
+                        return true;
+                if (waited >= ms)
+                        return false;
+                struct timespec ts = {0, 10 * 1000000L};
+                nanosleep(&ts, NULL);
+        }
+}
+
 void repl_quiesce_all(void)
 {
         pthread_mutex_lock(&all_lock);
+        /* A Primary going down answers no more writes it could not mirror: new commands get
+         * NOT READY (standby), those in flight get the peer's ack, then the links close. */
+        for (size_t i = 0; i < n_all; i++)
+                atomic_store(&all[i]->lun->standby, true);
+        for (size_t i = 0; i < n_all; i++)
+                if (!repl_writes_drained(all[i], all[i]->cfg.timeout_ms))
+                        log_warn("replication %s lun %llu: writes still waiting for the peer at "
+                                 "shutdown",
+                                 all[i]->iqn, (unsigned long long)all[i]->lun_id);
         for (size_t i = 0; i < n_all; i++)
                 lun_quiesce(all[i]);
         pthread_mutex_unlock(&all_lock);

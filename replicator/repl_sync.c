@@ -153,10 +153,13 @@ static bool next_run(struct repl_lun *r, uint64_t from, uint64_t *off, uint64_t 
         return true;
 }
 
+/* Resync and verify requests only: live writes keep flowing and must not hold us up. */
 static bool inflight_empty(struct repl_lun *r)
 {
         pthread_mutex_lock(&r->send_lock);
-        bool empty = r->inflight_head == NULL;
+        bool empty = true;
+        for (struct repl_req *q = r->inflight_head; q && empty; q = q->next)
+                empty = q->kind != REPL_OP_RESYNC && q->kind != REPL_OP_VERIFY;
         pthread_mutex_unlock(&r->send_lock);
         return empty;
 }

@@ -1,0 +1,1102 @@
+/*
+ * The replicator engine against a fake peer: a real replicated LUN (node 2, Secondary, on a
+ * sparse temp file) listens on loopback; the test plays node 1 with the wire and handshake
+ * API (it has the lower id, so it dials), and checks what the engine applies, acknowledges,
+ * refuses and reports through repl_for_each_status.
+ */
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../replicator/auth.h"
+#include "../../replicator/wire.h"
+#include "tandem/backstore.h"
+#include "tandem/config.h"
+#include "tandem/repl.h"
+#include "tandem/scsi.h"
+
+#define SECRET    "fake peer shared secret"
+#define NAA       "6001405a1b2c3d4e5f60718293a4b5c6"
+#define SERIAL    "replengine000001"
+#define IQN       "iqn.2024-01.org.tandem:repl-engine"
+#define LUN_BS    512u
+#define LUN_SIZE  (4u * 1024 * 1024)
+#define FAKE_NODE 1u
+#define ENG_NODE  2u
+#define BLK       4096u
+
+#define DATA    TANDEM__REPL__CHANNEL__CHANNEL_DATA
+#define CONTROL TANDEM__REPL__CHANNEL__CHANNEL_CONTROL
+
+/* Handshake deadline of the fake: covers the engine's 5 s back-off after a refusal. */
+#define FAKE_HS_MS   8000
+#define WAIT_MS      3000 /* for things the engine does at once */
+#define REFUSED_WAIT 9000 /* for a reconnect that waits out REFUSED_RETRY_MS (5 s) */
+
+static int64_t mono_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void nap_ms(unsigned ms)
+{
+        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+}
+
+/* ---- the engine under test ---- */
+
+struct engine {
+        char dir[64];
+        char data_path[128];
+        char md_path[192];
+        uint16_t port;
+        struct scsi_lun *lun; /* our reference */
+        struct repl_lun *r;
+        uint8_t *snapshot; /* the whole file, taken before a bad case */
+};
+
+static struct engine eng;
+static struct tdm_lun_cfg lun_cfg; /* large: static */
+
+static uint16_t free_port(void)
+{
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        ck_assert_int_ge(fd, 0);
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+        socklen_t sl = sizeof(sa);
+        ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+        close(fd);
+        return ntohs(sa.sin_port);
+}
+
+static void engine_start(uint32_t timeout_ms)
+{
+        memset(&eng, 0, sizeof(eng));
+        snprintf(eng.dir, sizeof(eng.dir), "/tmp/tandem-repl-engine-XXXXXX");
+        ck_assert_ptr_nonnull(mkdtemp(eng.dir));
+        snprintf(eng.data_path, sizeof(eng.data_path), "%s/lun.img", eng.dir);
+        snprintf(eng.md_path, sizeof(eng.md_path), "%s/repl-%s.md", eng.dir, NAA);
+        eng.port = free_port();
+
+        struct bs_open_opts opts = {.create_size = LUN_SIZE};
+        struct bs_dev *dev = NULL;
+        ck_assert_int_eq(bs_open(eng.data_path, &opts, &dev), 0);
+        eng.lun = scsi_lun_create(0, dev, LUN_BS);
+        ck_assert_ptr_nonnull(eng.lun);
+
+        memset(&lun_cfg, 0, sizeof(lun_cfg));
+        struct tdm_lun_cfg *c = &lun_cfg;
+        c->lun = 0;
+        c->block_size = LUN_BS;
+        snprintf(c->path, sizeof(c->path), "%s", eng.data_path);
+        snprintf(c->naa, sizeof(c->naa), "%s", NAA);
+        snprintf(c->serial, sizeof(c->serial), "%s", SERIAL);
+        c->repl.enabled = true;
+        snprintf(c->repl.secret, sizeof(c->repl.secret), "%s", SECRET);
+        c->repl.nodes[0].id = FAKE_NODE;
+        snprintf(c->repl.nodes[0].name, sizeof(c->repl.nodes[0].name), "node1");
+        /* Never dialled (node 1 dials node 2); a distinct endpoint all the same. */
+        snprintf(c->repl.nodes[0].address, sizeof(c->repl.nodes[0].address), "127.0.0.1:%u",
+                 eng.port == 65535 ? 65534u : eng.port + 1u);
+        c->repl.nodes[1].id = ENG_NODE;
+        snprintf(c->repl.nodes[1].name, sizeof(c->repl.nodes[1].name), "node2");
+        snprintf(c->repl.nodes[1].address, sizeof(c->repl.nodes[1].address), "127.0.0.1:%u",
+                 eng.port);
+        c->repl.n_nodes = 2;
+        c->repl.timeout_ms = timeout_ms;
+        c->repl.resync_rate = TDM_DEFAULT_RESYNC_RATE;
+        c->repl.resync_min_rate = TDM_DEFAULT_RESYNC_MIN_RATE;
+        c->repl.split_brain = REPL_SB_DISCONNECT;
+
+        char err[256] = "";
+        int rc = repl_lun_create(eng.lun, c, IQN, ENG_NODE, eng.dir, &eng.r, err, sizeof(err));
+        ck_assert_msg(rc == 0, "repl_lun_create: %d %s", rc, err);
+        ck_assert_int_eq(repl_lun_start(eng.r), 0);
+        eng.snapshot = malloc(LUN_SIZE);
+        ck_assert_ptr_nonnull(eng.snapshot);
+}
+
+static void engine_stop(void)
+{
+        repl_lun_destroy(eng.r);
+        scsi_lun_put(eng.lun);
+        unlink(eng.data_path);
+        unlink(eng.md_path);
+        rmdir(eng.dir);
+        free(eng.snapshot);
+        eng.snapshot = NULL;
+}
+
+static void setup_1s(void)
+{
+        engine_start(1000);
+}
+
+static void setup_300ms(void)
+{
+        engine_start(300);
+}
+
+/* The backing file as another reader sees it. */
+static void file_read(uint64_t off, void *buf, size_t len)
+{
+        int fd = open(eng.data_path, O_RDONLY | O_CLOEXEC);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(pread(fd, buf, len, (off_t)off), (ssize_t)len);
+        close(fd);
+}
+
+static void file_snapshot(void)
+{
+        file_read(0, eng.snapshot, LUN_SIZE);
+}
+
+static void assert_file_unchanged(void)
+{
+        uint8_t *now = malloc(LUN_SIZE);
+        ck_assert_ptr_nonnull(now);
+        file_read(0, now, LUN_SIZE);
+        size_t i = 0;
+        while (i < LUN_SIZE && now[i] == eng.snapshot[i])
+                i++;
+        free(now);
+        ck_assert_msg(i == LUN_SIZE, "the file changed at byte %zu", i);
+}
+
+static void assert_range_zero(uint64_t off, size_t len)
+{
+        uint8_t *b = malloc(len);
+        ck_assert_ptr_nonnull(b);
+        file_read(off, b, len);
+        size_t i = 0;
+        while (i < len && b[i] == 0)
+                i++;
+        free(b);
+        ck_assert_msg(i == len, "byte %llu is not zero", (unsigned long long)(off + i));
+}
+
+static uint8_t *pattern(size_t len, uint8_t seed)
+{
+        uint8_t *p = malloc(len);
+        ck_assert_ptr_nonnull(p);
+        for (size_t i = 0; i < len; i++)
+                p[i] = (uint8_t)(seed + i * 7 + (i >> 9) + 1);
+        return p;
+}
+
+/* ---- the engine's status ---- */
+
+struct status_probe {
+        int n;
+        struct repl_status st;
+};
+
+static void status_cb(void *arg, const struct repl_status *st)
+{
+        struct status_probe *p = arg;
+        if (strcmp(st->iqn, IQN) == 0 && st->lun == 0) {
+                p->n++;
+                p->st = *st;
+        }
+}
+
+static struct repl_status status_now(void)
+{
+        struct status_probe p = {0};
+        repl_for_each_status(status_cb, &p);
+        ck_assert_int_eq(p.n, 1);
+        return p.st;
+}
+
+/* Polls until conn is `conn` and (if err is set) last_error contains err. */
+static bool wait_status(int conn, const char *err, int timeout_ms, struct repl_status *out)
+{
+        int64_t end = mono_ms() + timeout_ms;
+        for (;;) {
+                struct repl_status st = status_now();
+                if ((conn < 0 || (int)st.conn == conn) && (!err || strstr(st.last_error, err))) {
+                        if (out)
+                                *out = st;
+                        return true;
+                }
+                if (mono_ms() >= end) {
+                        if (out)
+                                *out = st;
+                        return false;
+                }
+                nap_ms(5);
+        }
+}
+
+/* Connected, and the error of the last connection cleared (set just after the state). */
+static void assert_connected_clean(int timeout_ms)
+{
+        int64_t end = mono_ms() + timeout_ms;
+        struct repl_status st;
+        for (;;) {
+                st = status_now();
+                if (st.conn == REPL_CONN_CONNECTED && st.last_error[0] == '\0')
+                        return;
+                ck_assert_msg(mono_ms() < end,
+                              "engine: conn %s last_error \"%s\"; wanted Connected",
+                              repl_conn_name(st.conn), st.last_error);
+                nap_ms(5);
+        }
+}
+
+static void assert_status(int conn, const char *err, int timeout_ms)
+{
+        struct repl_status st;
+        bool ok = wait_status(conn, err, timeout_ms, &st);
+        ck_assert_msg(ok, "engine: conn %s last_error \"%s\"; wanted conn %s with \"%s\"",
+                      repl_conn_name(st.conn), st.last_error,
+                      conn < 0 ? "any" : repl_conn_name((enum repl_conn_state)conn),
+                      err ? err : "");
+}
+
+/* ---- the fake peer (node 1) ---- */
+
+struct fake {
+        int data_fd, ctl_fd;
+        pthread_t ctl_thread;
+        bool ctl_running;
+        pthread_mutex_t lock; /* the fields below, and sending on ctl_fd */
+        pthread_cond_t cond;
+        bool answer_pings;
+        bool stop;
+        bool ctl_closed; /* the engine closed the control channel (or it failed) */
+        int ctl_close_rc;
+        uint64_t max_ack;
+        int ack_error;
+        unsigned n_acks, n_pings;
+        bool got_disconnect;
+        char disconnect_reason[256];
+        char unexpected[64]; /* the first control message the fake did not expect */
+};
+
+static void fake_init(struct fake *f)
+{
+        memset(f, 0, sizeof(*f));
+        f->data_fd = f->ctl_fd = -1;
+        f->answer_pings = true;
+        pthread_mutex_init(&f->lock, NULL);
+        pthread_cond_init(&f->cond, NULL);
+}
+
+/* Connects to the engine (retrying while it is not listening yet). */
+static int dial_engine(void)
+{
+        int64_t end = mono_ms() + WAIT_MS;
+        for (;;) {
+                int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                ck_assert_int_ge(fd, 0);
+                struct sockaddr_in sa = {.sin_family = AF_INET,
+                                         .sin_port = htons(eng.port),
+                                         .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+                if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+                        return fd;
+                int e = errno;
+                close(fd);
+                ck_assert_msg(e == ECONNREFUSED && mono_ms() < end, "connect: %s", strerror(e));
+                nap_ms(10);
+        }
+}
+
+struct hs_opts {
+        uint32_t node_id;
+        uint32_t peer_node_id;
+        const char *secret;
+        const char *naa;
+};
+
+static const struct hs_opts good_hs = {FAKE_NODE, ENG_NODE, SECRET, NAA};
+
+/* One channel: dial and authenticate. Returns the handshake's result; *fd open on success. */
+static int fake_channel(const struct hs_opts *o, int channel, int *fd, char *why, size_t whylen)
+{
+        int s = dial_engine();
+        struct repl_hs_local l = {.node_id = o->node_id,
+                                  .peer_node_id = o->peer_node_id,
+                                  .secret = o->secret,
+                                  .lun_naa = o->naa,
+                                  .channel = channel,
+                                  .features = REPL_FEATURE_VERIFY_SHA256};
+        struct repl_hs_result res;
+        int rc = repl_handshake(s, &l, &res, FAKE_HS_MS, why, whylen);
+        if (rc < 0) {
+                close(s);
+                return rc;
+        }
+        *fd = s;
+        return 0;
+}
+
+static void fake_send_state(struct fake *f, uint64_t size_bytes)
+{
+        Tandem__Repl__State m = TANDEM__REPL__STATE__INIT;
+        Tandem__Repl__Generations g = TANDEM__REPL__GENERATIONS__INIT;
+        uint64_t hist[2] = {0, 0};
+        g.current = 4; /* REPL_GEN_JUST_CREATED: with the engine's, BOTH_NEW */
+        g.history = hist;
+        g.n_history = 2;
+        m.size_bytes = size_bytes;
+        m.block_size = LUN_BS;
+        m.lun_naa = (char *)NAA;
+        m.lun_serial = (char *)SERIAL;
+        m.gen = &g;
+        m.role = REPL_ROLE_SECONDARY;
+        m.disk = REPL_DISK_INCONSISTENT;
+        m.node_name = (char *)"node1";
+        m.bitmap_shift = 12;
+        ck_assert_int_eq(
+            repl_send(f->ctl_fd, TANDEM__REPL__MSG_TYPE__MSG_STATE, &m.base, NULL, 0, WAIT_MS), 0);
+}
+
+/* The engine's State: it comes first on the control channel, and describes the LUN. */
+static void fake_recv_engine_state(struct fake *f)
+{
+        struct repl_rx rx;
+        const char *why = NULL;
+        int rc = repl_recv(f->ctl_fd, &rx, WAIT_MS, &why);
+        ck_assert_msg(rc == 0, "engine state: %d %s", rc, why ? why : "");
+        ck_assert_int_eq(rx.f.type, TANDEM__REPL__MSG_TYPE__MSG_STATE);
+        const Tandem__Repl__State *s = (const Tandem__Repl__State *)rx.msg;
+        ck_assert_uint_eq(s->size_bytes, LUN_SIZE);
+        ck_assert_uint_eq(s->block_size, LUN_BS);
+        ck_assert_str_eq(s->lun_naa, NAA);
+        ck_assert_uint_eq(s->role, REPL_ROLE_SECONDARY);
+        ck_assert_ptr_nonnull(s->gen);
+        ck_assert_uint_eq(s->gen->current, 4);
+        repl_rx_free(&rx);
+}
+
+static void *fake_ctl_main(void *arg)
+{
+        struct fake *f = arg;
+        for (;;) {
+                pthread_mutex_lock(&f->lock);
+                bool stop = f->stop;
+                pthread_mutex_unlock(&f->lock);
+                if (stop)
+                        break;
+                struct repl_rx rx;
+                const char *why = NULL;
+                int rc = repl_recv(f->ctl_fd, &rx, 50, &why);
+                if (rc == -ETIMEDOUT)
+                        continue;
+                pthread_mutex_lock(&f->lock);
+                if (rc < 0) {
+                        f->ctl_closed = true;
+                        f->ctl_close_rc = rc;
+                        pthread_cond_broadcast(&f->cond);
+                        pthread_mutex_unlock(&f->lock);
+                        break;
+                }
+                switch (rx.f.type) {
+                case TANDEM__REPL__MSG_TYPE__MSG_PING:
+                        f->n_pings++;
+                        if (f->answer_pings)
+                                (void)repl_send(f->ctl_fd, TANDEM__REPL__MSG_TYPE__MSG_PING_ACK,
+                                                rx.msg, NULL, 0, WAIT_MS);
+                        break;
+                case TANDEM__REPL__MSG_TYPE__MSG_ACK: {
+                        const Tandem__Repl__Ack *a = (const Tandem__Repl__Ack *)rx.msg;
+                        f->n_acks++;
+                        if (a->seq > f->max_ack)
+                                f->max_ack = a->seq;
+                        if (a->error && !f->ack_error)
+                                f->ack_error = a->error;
+                        break;
+                }
+                case TANDEM__REPL__MSG_TYPE__MSG_DISCONNECT: {
+                        const Tandem__Repl__Disconnect *d =
+                            (const Tandem__Repl__Disconnect *)rx.msg;
+                        f->got_disconnect = true;
+                        snprintf(f->disconnect_reason, sizeof(f->disconnect_reason), "%s",
+                                 d->reason ? d->reason : "");
+                        break;
+                }
+                default:
+                        if (!f->unexpected[0])
+                                snprintf(f->unexpected, sizeof(f->unexpected), "%s",
+                                         repl_msg_name(rx.f.type));
+                }
+                pthread_cond_broadcast(&f->cond);
+                pthread_mutex_unlock(&f->lock);
+                repl_rx_free(&rx);
+        }
+        return NULL;
+}
+
+/* Both channels, both states, then the control channel served by a thread. */
+static void fake_connect(struct fake *f)
+{
+        fake_init(f);
+        char why[256] = "";
+        int rc = fake_channel(&good_hs, DATA, &f->data_fd, why, sizeof(why));
+        ck_assert_msg(rc == 0, "data handshake: %d %s", rc, why);
+        rc = fake_channel(&good_hs, CONTROL, &f->ctl_fd, why, sizeof(why));
+        ck_assert_msg(rc == 0, "control handshake: %d %s", rc, why);
+        fake_recv_engine_state(f);
+        fake_send_state(f, LUN_SIZE);
+        ck_assert_int_eq(pthread_create(&f->ctl_thread, NULL, fake_ctl_main, f), 0);
+        f->ctl_running = true;
+}
+
+static void fake_close(struct fake *f)
+{
+        pthread_mutex_lock(&f->lock);
+        f->stop = true;
+        pthread_mutex_unlock(&f->lock);
+        if (f->ctl_running)
+                pthread_join(f->ctl_thread, NULL);
+        f->ctl_running = false;
+        if (f->data_fd >= 0)
+                close(f->data_fd);
+        if (f->ctl_fd >= 0)
+                close(f->ctl_fd);
+        f->data_fd = f->ctl_fd = -1;
+        pthread_mutex_destroy(&f->lock);
+        pthread_cond_destroy(&f->cond);
+}
+
+static void fake_set_answer_pings(struct fake *f, bool on)
+{
+        pthread_mutex_lock(&f->lock);
+        f->answer_pings = on;
+        pthread_mutex_unlock(&f->lock);
+}
+
+/* Waits for an ack covering seq; false on timeout or a closed channel. */
+static bool fake_wait_ack(struct fake *f, uint64_t seq, int timeout_ms)
+{
+        int64_t end = mono_ms() + timeout_ms;
+        pthread_mutex_lock(&f->lock);
+        while (f->max_ack < seq && !f->ctl_closed && mono_ms() < end) {
+                pthread_mutex_unlock(&f->lock);
+                nap_ms(2);
+                pthread_mutex_lock(&f->lock);
+        }
+        bool ok = f->max_ack >= seq;
+        pthread_mutex_unlock(&f->lock);
+        return ok;
+}
+
+/* What the control-channel thread has seen so far, read under its lock. */
+static struct fake fake_seen(struct fake *f)
+{
+        pthread_mutex_lock(&f->lock);
+        struct fake copy = *f;
+        pthread_mutex_unlock(&f->lock);
+        return copy;
+}
+
+/* The engine dropped us: the control channel reached EOF (or reset). */
+static bool fake_wait_closed(struct fake *f, int timeout_ms)
+{
+        int64_t end = mono_ms() + timeout_ms;
+        pthread_mutex_lock(&f->lock);
+        while (!f->ctl_closed && mono_ms() < end) {
+                pthread_mutex_unlock(&f->lock);
+                nap_ms(2);
+                pthread_mutex_lock(&f->lock);
+        }
+        bool closed = f->ctl_closed;
+        pthread_mutex_unlock(&f->lock);
+        return closed;
+}
+
+static int fake_send_write(struct fake *f, uint64_t seq, uint64_t off, uint32_t len, uint32_t kind,
+                           const void *payload, size_t payload_len)
+{
+        Tandem__Repl__Write m = TANDEM__REPL__WRITE__INIT;
+        m.seq = seq;
+        m.offset = off;
+        m.length = len;
+        m.kind = kind;
+        struct iovec iov = {.iov_base = (void *)payload, .iov_len = payload_len};
+        return repl_send(f->data_fd, TANDEM__REPL__MSG_TYPE__MSG_WRITE, &m.base,
+                         payload_len ? &iov : NULL, payload_len ? 1 : 0, WAIT_MS);
+}
+
+static int fake_send_flush(struct fake *f, uint64_t seq)
+{
+        Tandem__Repl__Flush m = TANDEM__REPL__FLUSH__INIT;
+        m.seq = seq;
+        return repl_send(f->data_fd, TANDEM__REPL__MSG_TYPE__MSG_FLUSH, &m.base, NULL, 0, WAIT_MS);
+}
+
+/* After a bad input: the engine hangs up on us with a reason, and listens again. */
+static void expect_dropped(struct fake *f, const char *reason)
+{
+        ck_assert_msg(fake_wait_closed(f, WAIT_MS), "the engine did not drop the peer (%s)",
+                      reason);
+        assert_status(REPL_CONN_CONNECTING, reason, WAIT_MS);
+        struct repl_status st = status_now();
+        ck_assert_msg(strncmp(st.last_error, "disconnected: ", 14) == 0, "last_error \"%s\"",
+                      st.last_error);
+        fake_close(f);
+}
+
+/*
+ * A good peer connects, writes a pattern at off, flushes, gets the ack, and the file holds
+ * the pattern; then it leaves and the engine is Connecting again.
+ */
+static void good_roundtrip(uint64_t off, uint8_t seed, int connect_ms)
+{
+        struct fake f;
+        fake_connect(&f);
+        assert_connected_clean(connect_ms);
+        uint8_t *p = pattern(BLK, seed);
+        ck_assert_int_eq(fake_send_write(&f, 1, off, BLK, REPL_IO_WRITE, p, BLK), 0);
+        ck_assert_int_eq(fake_send_flush(&f, 2), 0);
+        ck_assert_msg(fake_wait_ack(&f, 2, WAIT_MS), "no ack for seq 2 (max %llu, closed %d)",
+                      (unsigned long long)fake_seen(&f).max_ack, fake_seen(&f).ctl_closed);
+        ck_assert_int_eq(fake_seen(&f).ack_error, 0);
+        uint8_t got[BLK];
+        file_read(off, got, BLK);
+        ck_assert_msg(memcmp(got, p, BLK) == 0, "the file does not hold the replicated write");
+        free(p);
+        fake_close(&f);
+        assert_status(REPL_CONN_CONNECTING, "disconnected", WAIT_MS);
+}
+
+/* ---- 1. happy path ---- */
+
+START_TEST(test_write_flush_ack)
+{
+        struct fake f;
+        fake_connect(&f);
+        assert_connected_clean(WAIT_MS);
+        struct repl_status st = status_now();
+        ck_assert_uint_eq(st.size_bytes, LUN_SIZE);
+        ck_assert_int_eq(st.role, REPL_ROLE_SECONDARY);
+        ck_assert_uint_eq(st.peer_node_id, FAKE_NODE);
+
+        uint8_t *p = pattern(BLK, 0x31);
+        ck_assert_int_eq(fake_send_write(&f, 1, 4096, BLK, REPL_IO_WRITE, p, BLK), 0);
+        ck_assert_int_eq(fake_send_flush(&f, 2), 0);
+        ck_assert_msg(fake_wait_ack(&f, 2, WAIT_MS), "no ack for seq 2 (max %llu)",
+                      (unsigned long long)fake_seen(&f).max_ack);
+        ck_assert_int_eq(fake_seen(&f).ack_error, 0);
+        ck_assert_uint_le(fake_seen(&f).max_ack, 2); /* nothing acked that was never sent */
+
+        uint8_t got[BLK];
+        file_read(4096, got, BLK);
+        ck_assert(memcmp(got, p, BLK) == 0);
+        assert_range_zero(0, 4096);
+        assert_range_zero(8192, 64 * 1024);
+
+        /* A zero and an unmap over the pattern are applied too, in order. */
+        ck_assert_int_eq(fake_send_write(&f, 3, 4096, 1024, REPL_IO_ZERO, NULL, 0), 0);
+        ck_assert_int_eq(fake_send_write(&f, 4, 5120, 1024, REPL_IO_UNMAP, NULL, 0), 0);
+        ck_assert_int_eq(fake_send_flush(&f, 5), 0);
+        ck_assert(fake_wait_ack(&f, 5, WAIT_MS));
+        ck_assert_int_eq(fake_seen(&f).ack_error, 0);
+        file_read(4096, got, BLK);
+        for (size_t i = 0; i < 2048; i++)
+                ck_assert_msg(got[i] == 0, "byte %zu not zeroed", i);
+        ck_assert(memcmp(got + 2048, p + 2048, BLK - 2048) == 0);
+        free(p);
+
+        /* A 1 MiB write, then 100 small ones in a burst: acks are cumulative, none lost. */
+        uint8_t *big = pattern(1u << 20, 0x99);
+        ck_assert_int_eq(fake_send_write(&f, 6, 2u << 20, 1u << 20, REPL_IO_WRITE, big, 1u << 20),
+                         0);
+        uint8_t *small = pattern(100 * 512, 0x5a);
+        for (unsigned i = 0; i < 100; i++)
+                ck_assert_int_eq(fake_send_write(&f, 7 + i, (3u << 20) + i * 512, 512,
+                                                 REPL_IO_WRITE, small + i * 512, 512),
+                                 0);
+        ck_assert_int_eq(fake_send_flush(&f, 107), 0);
+        ck_assert_msg(fake_wait_ack(&f, 107, WAIT_MS), "no ack for seq 107 (max %llu)",
+                      (unsigned long long)fake_seen(&f).max_ack);
+        ck_assert_int_eq(fake_seen(&f).ack_error, 0);
+        uint8_t *back = malloc(1u << 20);
+        ck_assert_ptr_nonnull(back);
+        file_read(2u << 20, back, 1u << 20);
+        ck_assert(memcmp(back, big, 1u << 20) == 0);
+        file_read(3u << 20, back, 100 * 512);
+        ck_assert(memcmp(back, small, 100 * 512) == 0);
+        free(back);
+        free(small);
+        free(big);
+        ck_assert_uint_eq(status_now().out_of_sync_bytes, 0);
+
+        /* Still connected: the pings were answered, nothing failed. */
+        ck_assert_int_eq(status_now().conn, REPL_CONN_CONNECTED);
+        struct fake seen = fake_seen(&f);
+        ck_assert(!seen.ctl_closed);
+        ck_assert_str_eq(seen.unexpected, "");
+        fake_close(&f);
+        assert_status(REPL_CONN_CONNECTING, "disconnected", WAIT_MS);
+}
+END_TEST
+
+/* ---- 2. sequence numbers ---- */
+
+START_TEST(test_out_of_order_seq)
+{
+        file_snapshot();
+        struct fake f;
+        fake_connect(&f);
+        assert_status(REPL_CONN_CONNECTED, NULL, WAIT_MS);
+        uint8_t *p = pattern(BLK, 0x52);
+        ck_assert_int_eq(fake_send_write(&f, 5, 4096, BLK, REPL_IO_WRITE, p, BLK), 0);
+        expect_dropped(&f, "out-of-order");
+        ck_assert_uint_eq(f.max_ack, 0);
+        assert_file_unchanged();
+        assert_range_zero(4096, BLK);
+
+        /* A repeated seq: the first write lands, the repeat ends the connection. */
+        fake_connect(&f);
+        assert_status(REPL_CONN_CONNECTED, NULL, WAIT_MS);
+        ck_assert_int_eq(fake_send_write(&f, 1, 8192, BLK, REPL_IO_WRITE, p, BLK), 0);
+        ck_assert(fake_wait_ack(&f, 1, WAIT_MS));
+        file_snapshot();
+        uint8_t *q = pattern(BLK, 0x77);
+        ck_assert_int_eq(fake_send_write(&f, 1, 8192, BLK, REPL_IO_WRITE, q, BLK), 0);
+        expect_dropped(&f, "out-of-order");
+        assert_file_unchanged();
+        free(q);
+        free(p);
+
+        good_roundtrip(1 << 20, 0x11, WAIT_MS);
+}
+END_TEST
+
+/* ---- 3. malformed writes ---- */
+
+struct bad_write {
+        const char *what;
+        uint64_t off;
+        uint32_t len, kind;
+        size_t payload;
+};
+
+START_TEST(test_malformed_writes)
+{
+        static const struct bad_write cases[] = {
+            {"straddles the end", LUN_SIZE - 2048, BLK, REPL_IO_WRITE, BLK},
+            {"at the end", LUN_SIZE, BLK, REPL_IO_WRITE, BLK},
+            {"unaligned offset", 4096 + 100, BLK, REPL_IO_WRITE, BLK},
+            {"unaligned length", 4096, 4000, REPL_IO_WRITE, 4000},
+            {"short payload", 4096, BLK, REPL_IO_WRITE, 2048},
+            {"long payload", 4096, 2048, REPL_IO_WRITE, BLK},
+            {"unknown kind", 4096, BLK, 9, BLK},
+            {"flush kind in a write", 4096, BLK, REPL_IO_FLUSH, 0},
+            {"zero with a payload", 4096, BLK, REPL_IO_ZERO, BLK},
+            {"unmap beyond the end", LUN_SIZE - 512, 1024, REPL_IO_UNMAP, 0},
+        };
+        uint8_t *p = pattern(BLK, 0x63);
+        /* Something non-zero where the unmap/zero cases aim, so a wrong apply shows. */
+        good_roundtrip(LUN_SIZE - BLK, 0x21, WAIT_MS);
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                const struct bad_write *c = &cases[i];
+                file_snapshot();
+                struct fake f;
+                fake_connect(&f);
+                assert_status(REPL_CONN_CONNECTED, NULL, WAIT_MS);
+                int rc = fake_send_write(&f, 1, c->off, c->len, c->kind, p, c->payload);
+                ck_assert_msg(rc == 0 || rc == -ECONNRESET, "%s: send %d", c->what, rc);
+                ck_assert_msg(fake_wait_closed(&f, WAIT_MS), "%s: not dropped", c->what);
+                struct repl_status st;
+                bool ok = wait_status(REPL_CONN_CONNECTING, "malformed", WAIT_MS, &st);
+                ck_assert_msg(ok, "%s: conn %s last_error \"%s\"", c->what, repl_conn_name(st.conn),
+                              st.last_error);
+                ck_assert_msg(f.max_ack == 0, "%s: acknowledged", c->what);
+                fake_close(&f);
+                assert_file_unchanged();
+        }
+        free(p);
+        good_roundtrip(1 << 20, 0x12, WAIT_MS);
+}
+END_TEST
+
+/* ---- 4. bad frames after authentication ---- */
+
+enum raw_channel { RAW_DATA, RAW_CTL };
+
+static void send_raw_and_expect_drop(enum raw_channel ch, const void *bytes, size_t len,
+                                     const char *reason)
+{
+        file_snapshot();
+        struct fake f;
+        fake_connect(&f);
+        assert_status(REPL_CONN_CONNECTED, NULL, WAIT_MS);
+        int fd = ch == RAW_DATA ? f.data_fd : f.ctl_fd;
+        if (ch == RAW_CTL)
+                pthread_mutex_lock(&f.lock); /* no ping answer in the middle of it */
+        int rc = repl_write_full(fd, bytes, len, WAIT_MS);
+        if (ch == RAW_CTL)
+                pthread_mutex_unlock(&f.lock);
+        ck_assert_int_eq(rc, 0);
+        ck_assert_msg(fake_wait_closed(&f, WAIT_MS), "not dropped after %s", reason);
+        struct repl_status st;
+        bool ok = wait_status(REPL_CONN_CONNECTING, reason, WAIT_MS, &st);
+        ck_assert_msg(ok, "conn %s last_error \"%s\", wanted \"%s\"", repl_conn_name(st.conn),
+                      st.last_error, reason);
+        fake_close(&f);
+        assert_file_unchanged();
+}
+
+START_TEST(test_bad_frames)
+{
+        uint8_t hdr[REPL_FRAME_HDR_LEN + 64];
+        memset(hdr, 0, sizeof(hdr));
+
+        /* A write whose header announces more payload than any frame may carry. */
+        repl_frame_encode(hdr, TANDEM__REPL__MSG_TYPE__MSG_WRITE, 0, REPL_PAYLOAD_MAX + 1);
+        send_raw_and_expect_drop(RAW_DATA, hdr, REPL_FRAME_HDR_LEN, "payload too large");
+
+        /* A message length beyond REPL_MSG_MAX. */
+        repl_frame_encode(hdr, TANDEM__REPL__MSG_TYPE__MSG_WRITE, REPL_MSG_MAX + 1, 0);
+        send_raw_and_expect_drop(RAW_DATA, hdr, REPL_FRAME_HDR_LEN, "message too large");
+
+        /* Garbage on the data channel. */
+        uint8_t junk[64];
+        memset(junk, 0xde, sizeof(junk));
+        send_raw_and_expect_drop(RAW_DATA, junk, sizeof(junk), "bad magic");
+
+        /* Garbage on the control channel. */
+        send_raw_and_expect_drop(RAW_CTL, junk, sizeof(junk), "bad magic");
+
+        /* An unknown frame type. */
+        repl_frame_encode(hdr, 42, 0, 0);
+        send_raw_and_expect_drop(RAW_DATA, hdr, REPL_FRAME_HDR_LEN, "unknown message type 42");
+
+        /* A WRITE frame whose message bytes are not a Write. */
+        memset(hdr + REPL_FRAME_HDR_LEN, 0xff, 8);
+        repl_frame_encode(hdr, TANDEM__REPL__MSG_TYPE__MSG_WRITE, 8, 0);
+        send_raw_and_expect_drop(RAW_DATA, hdr, REPL_FRAME_HDR_LEN + 8, "malformed");
+
+        /* A write whose payload stops short: the peer goes away in the middle of it. */
+        file_snapshot();
+        struct fake f;
+        fake_connect(&f);
+        assert_status(REPL_CONN_CONNECTED, NULL, WAIT_MS);
+        Tandem__Repl__Write w = TANDEM__REPL__WRITE__INIT;
+        w.seq = 1;
+        w.offset = 4096;
+        w.length = BLK;
+        w.kind = REPL_IO_WRITE;
+        uint8_t frame[REPL_FRAME_HDR_LEN + 64 + 1000];
+        size_t mlen = tandem__repl__write__pack(&w, frame + REPL_FRAME_HDR_LEN);
+        ck_assert_uint_le(mlen, 64);
+        repl_frame_encode(frame, TANDEM__REPL__MSG_TYPE__MSG_WRITE, (uint32_t)mlen, BLK);
+        memset(frame + REPL_FRAME_HDR_LEN + mlen, 0xab, 1000);
+        ck_assert_int_eq(
+            repl_write_full(f.data_fd, frame, REPL_FRAME_HDR_LEN + mlen + 1000, WAIT_MS), 0);
+        shutdown(f.data_fd, SHUT_WR);
+        expect_dropped(&f, "data channel closed");
+        assert_file_unchanged();
+
+        /* A control-channel message on the data channel (a PING carries no seq). */
+        file_snapshot();
+        fake_connect(&f);
+        assert_status(REPL_CONN_CONNECTED, NULL, WAIT_MS);
+        Tandem__Repl__Ping ping = TANDEM__REPL__PING__INIT;
+        ping.token = 1;
+        ck_assert_int_eq(
+            repl_send(f.data_fd, TANDEM__REPL__MSG_TYPE__MSG_PING, &ping.base, NULL, 0, WAIT_MS),
+            0);
+        ck_assert(fake_wait_closed(&f, WAIT_MS));
+        assert_status(REPL_CONN_CONNECTING, "disconnected", WAIT_MS);
+        fake_close(&f);
+        assert_file_unchanged();
+
+        /* A data message on the control channel. */
+        file_snapshot();
+        fake_connect(&f);
+        assert_status(REPL_CONN_CONNECTED, NULL, WAIT_MS);
+        Tandem__Repl__Flush fl = TANDEM__REPL__FLUSH__INIT;
+        fl.seq = 1;
+        pthread_mutex_lock(&f.lock);
+        ck_assert_int_eq(
+            repl_send(f.ctl_fd, TANDEM__REPL__MSG_TYPE__MSG_FLUSH, &fl.base, NULL, 0, WAIT_MS), 0);
+        pthread_mutex_unlock(&f.lock);
+        expect_dropped(&f, "unexpected FLUSH on the control channel");
+        assert_file_unchanged();
+
+        good_roundtrip(1 << 20, 0x13, WAIT_MS);
+}
+END_TEST
+
+/* ---- 5, 6. handshake refusals ---- */
+
+START_TEST(test_handshake_refusals)
+{
+        char why[256] = "";
+        int fd = -1, rc;
+
+        /* A wrong secret: both ends see the HMAC mismatch; the engine says so. */
+        struct hs_opts o = good_hs;
+        o.secret = "not the shared secret";
+        rc = fake_channel(&o, DATA, &fd, why, sizeof(why));
+        ck_assert_msg(rc == -EACCES, "handshake %d (%s)", rc, why);
+        ck_assert_msg(strstr(why, "wrong secret"), "fake's reason \"%s\"", why);
+        assert_status(REPL_CONN_CONNECTING, "wrong secret: HMAC mismatch from node 1", WAIT_MS);
+        struct repl_status st = status_now();
+        ck_assert_msg(strstr(st.last_error, "refused"), "last_error \"%s\"", st.last_error);
+        /* The engine keeps listening: a peer with the right secret gets in at once. */
+        good_roundtrip(4096, 0x14, WAIT_MS);
+
+        /* Node 7 is nobody the engine knows. */
+        o = good_hs;
+        o.node_id = 7;
+        rc = fake_channel(&o, DATA, &fd, why, sizeof(why));
+        ck_assert_msg(rc == -ENOENT, "node 7: %d (%s)", rc, why);
+        assert_status(REPL_CONN_CONNECTING, "unknown node 7 (expected 1)", WAIT_MS);
+
+        /* Node 1 expecting some other node than 2. */
+        o = good_hs;
+        o.peer_node_id = 3;
+        rc = fake_channel(&o, DATA, &fd, why, sizeof(why));
+        ck_assert_msg(rc == -ENOENT, "expects 3: %d (%s)", rc, why);
+        assert_status(REPL_CONN_CONNECTING, "node 1 expects node 3", WAIT_MS);
+
+        /* Another LUN. */
+        o = good_hs;
+        o.naa = "6001405a1b2c3d4e5f60718293a4b5c7";
+        rc = fake_channel(&o, DATA, &fd, why, sizeof(why));
+        ck_assert_msg(rc == -ESRCH, "naa: %d (%s)", rc, why);
+        assert_status(REPL_CONN_CONNECTING, "different LUN", WAIT_MS);
+
+        /* The control channel first: the engine waits for the data channel. */
+        rc = fake_channel(&good_hs, CONTROL, &fd, why, sizeof(why));
+        ck_assert_msg(rc == -EPROTO, "channel: %d (%s)", rc, why);
+        assert_status(REPL_CONN_CONNECTING, "channel mismatch", WAIT_MS);
+
+        /* A good data channel, then a refused control channel: nothing connects. */
+        int data = -1;
+        rc = fake_channel(&good_hs, DATA, &data, why, sizeof(why));
+        ck_assert_msg(rc == 0, "data: %d (%s)", rc, why);
+        o = good_hs;
+        o.secret = "not the shared secret";
+        rc = fake_channel(&o, CONTROL, &fd, why, sizeof(why));
+        ck_assert_msg(rc == -EACCES, "control: %d (%s)", rc, why);
+        assert_status(REPL_CONN_CONNECTING, "wrong secret", WAIT_MS);
+        /* The engine closed the authenticated data channel too. */
+        uint8_t b;
+        ck_assert_int_eq(repl_read_full(data, &b, 1, WAIT_MS), -ECONNRESET);
+        close(data);
+
+        good_roundtrip(4096, 0x15, WAIT_MS);
+}
+END_TEST
+
+/* ---- 7. size mismatch ---- */
+
+START_TEST(test_size_mismatch)
+{
+        file_snapshot();
+        struct fake f;
+        fake_init(&f);
+        char why[256] = "";
+        ck_assert_int_eq(fake_channel(&good_hs, DATA, &f.data_fd, why, sizeof(why)), 0);
+        ck_assert_int_eq(fake_channel(&good_hs, CONTROL, &f.ctl_fd, why, sizeof(why)), 0);
+        fake_recv_engine_state(&f);
+        fake_send_state(&f, LUN_SIZE * 2ull);
+
+        /* The engine says why, then hangs up, without ever being Connected. */
+        struct repl_rx rx;
+        const char *rwhy = NULL;
+        int rc = repl_recv(f.ctl_fd, &rx, WAIT_MS, &rwhy);
+        ck_assert_msg(rc == 0, "recv: %d %s", rc, rwhy ? rwhy : "");
+        ck_assert_int_eq(rx.f.type, TANDEM__REPL__MSG_TYPE__MSG_DISCONNECT);
+        const Tandem__Repl__Disconnect *d = (const Tandem__Repl__Disconnect *)rx.msg;
+        ck_assert_msg(d->reason && strstr(d->reason, "size mismatch"), "reason \"%s\"",
+                      d->reason ? d->reason : "");
+        repl_rx_free(&rx);
+        uint8_t b;
+        ck_assert_int_eq(repl_read_full(f.ctl_fd, &b, 1, WAIT_MS), -ECONNRESET);
+        ck_assert_int_eq(repl_read_full(f.data_fd, &b, 1, WAIT_MS), -ECONNRESET);
+
+        struct repl_status st;
+        ck_assert(wait_status(-1, "size mismatch", WAIT_MS, &st));
+        ck_assert_msg(strstr(st.last_error, "8388608"), "last_error \"%s\"", st.last_error);
+        /* Sampled for a while: never Connected (the back-off keeps it Connecting). */
+        int64_t end = mono_ms() + 500;
+        while (mono_ms() < end) {
+                st = status_now();
+                ck_assert_msg(st.conn == REPL_CONN_CONNECTING, "conn %s", repl_conn_name(st.conn));
+                ck_assert_msg(strstr(st.last_error, "size mismatch"), "last_error \"%s\"",
+                              st.last_error);
+                nap_ms(20);
+        }
+        /* The data channel is closed: a write sent anyway changes nothing. */
+        uint8_t *p = pattern(BLK, 0x47);
+        (void)fake_send_write(&f, 1, 4096, BLK, REPL_IO_WRITE, p, BLK);
+        free(p);
+        close(f.data_fd);
+        close(f.ctl_fd);
+        f.data_fd = f.ctl_fd = -1;
+        fake_close(&f);
+        assert_file_unchanged();
+
+        /* A fitting peer is accepted once the refusal back-off (5 s) has passed. */
+        int64_t t0 = mono_ms();
+        good_roundtrip(4096, 0x16, REFUSED_WAIT);
+        ck_assert_int_lt(mono_ms() - t0, REFUSED_WAIT);
+}
+END_TEST
+
+/* ---- 8. silent peer ---- */
+
+START_TEST(test_silent_peer)
+{
+        struct fake f;
+        fake_connect(&f);
+        assert_status(REPL_CONN_CONNECTED, NULL, WAIT_MS);
+
+        /* Answering pings keeps the link up well past the 300 ms timeout. */
+        nap_ms(600);
+        struct repl_status st = status_now();
+        ck_assert_msg(st.conn == REPL_CONN_CONNECTED, "conn %s last_error \"%s\"",
+                      repl_conn_name(st.conn), st.last_error);
+        pthread_mutex_lock(&f.lock);
+        ck_assert_uint_ge(f.n_pings, 3); /* every timeout/4 */
+        ck_assert(!f.ctl_closed);
+        pthread_mutex_unlock(&f.lock);
+
+        /* Then silence: dropped after the timeout, not long after. */
+        fake_set_answer_pings(&f, false);
+        int64_t t0 = mono_ms();
+        ck_assert(fake_wait_closed(&f, 2000));
+        int64_t waited = mono_ms() - t0;
+        ck_assert_msg(waited >= 200 && waited < 1500, "dropped after %lld ms", (long long)waited);
+        assert_status(REPL_CONN_CONNECTING, "silent", WAIT_MS);
+        fake_close(&f);
+
+        good_roundtrip(4096, 0x17, WAIT_MS);
+}
+END_TEST
+
+/* ---- 9. a run of bad peers, each followed by a good one ---- */
+
+/* Each bad peer returns the reason the engine must give for dropping or refusing it. */
+static const char *bad_out_of_order(void)
+{
+        struct fake f;
+        fake_connect(&f);
+        uint8_t *p = pattern(BLK, 0x61);
+        ck_assert_int_eq(fake_send_write(&f, 2, 0, BLK, REPL_IO_WRITE, p, BLK), 0);
+        free(p);
+        expect_dropped(&f, "out-of-order");
+        return "out-of-order";
+}
+
+static const char *bad_unaligned(void)
+{
+        struct fake f;
+        fake_connect(&f);
+        uint8_t *p = pattern(BLK, 0x62);
+        ck_assert_int_eq(fake_send_write(&f, 1, 3, BLK, REPL_IO_WRITE, p, BLK), 0);
+        free(p);
+        expect_dropped(&f, "malformed");
+        return "malformed";
+}
+
+static const char *bad_garbage(void)
+{
+        struct fake f;
+        fake_connect(&f);
+        uint8_t junk[32];
+        memset(junk, 0x5c, sizeof(junk));
+        ck_assert_int_eq(repl_write_full(f.data_fd, junk, sizeof(junk), WAIT_MS), 0);
+        expect_dropped(&f, "bad magic");
+        return "bad magic";
+}
+
+static const char *bad_secret(void)
+{
+        struct hs_opts o = good_hs;
+        o.secret = "not the shared secret";
+        char why[256];
+        int fd;
+        ck_assert_int_eq(fake_channel(&o, DATA, &fd, why, sizeof(why)), -EACCES);
+        return "wrong secret";
+}
+
+static const char *bad_node(void)
+{
+        struct hs_opts o = good_hs;
+        o.node_id = 7;
+        char why[256];
+        int fd;
+        ck_assert_int_eq(fake_channel(&o, DATA, &fd, why, sizeof(why)), -ENOENT);
+        return "unknown node 7";
+}
+
+static const char *bad_vanish(void)
+{
+        struct fake f;
+        fake_connect(&f);
+        assert_status(REPL_CONN_CONNECTED, NULL, WAIT_MS);
+        fake_close(&f);
+        return "disconnected";
+}
+
+START_TEST(test_reconnect_after_each_bad_case)
+{
+        static const char *(*const bad[])(void) = {bad_out_of_order, bad_unaligned, bad_garbage,
+                                                   bad_secret,       bad_node,      bad_vanish};
+        file_snapshot();
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                const char *reason = bad[i]();
+                assert_status(REPL_CONN_CONNECTING, reason, WAIT_MS);
+                assert_file_unchanged();
+                /* A good peer right after: connected, its write applied and acknowledged. */
+                good_roundtrip(1 << 20, (uint8_t)(0x40 + i), WAIT_MS);
+                file_snapshot();
+        }
+}
+END_TEST
+
+static Suite *engine_suite(void)
+{
+        Suite *s = suite_create("repl_engine");
+        TCase *tc = tcase_create("engine");
+        tcase_add_checked_fixture(tc, setup_1s, engine_stop);
+        tcase_set_timeout(tc, 30);
+        tcase_add_test(tc, test_write_flush_ack);
+        tcase_add_test(tc, test_out_of_order_seq);
+        tcase_add_test(tc, test_malformed_writes);
+        tcase_add_test(tc, test_bad_frames);
+        tcase_add_test(tc, test_handshake_refusals);
+        tcase_add_test(tc, test_size_mismatch);
+        tcase_add_test(tc, test_reconnect_after_each_bad_case);
+        suite_add_tcase(s, tc);
+
+        TCase *fast = tcase_create("timeout_300ms");
+        tcase_add_checked_fixture(fast, setup_300ms, engine_stop);
+        tcase_set_timeout(fast, 30);
+        tcase_add_test(fast, test_silent_peer);
+        suite_add_tcase(s, fast);
+        return s;
+}
+
+int main(void)
+{
+        SRunner *sr = srunner_create(engine_suite());
+        srunner_run_all(sr, CK_NORMAL);
+        int failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
