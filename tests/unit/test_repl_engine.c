@@ -360,7 +360,7 @@ static void fake_send_state(struct fake *f, uint64_t size_bytes)
         m.lun_naa = (char *)NAA;
         m.lun_serial = (char *)SERIAL;
         m.gen = &g;
-        m.role = REPL_ROLE_SECONDARY;
+        m.role = REPL_ROLE_PRIMARY; /* the fake writes: the engine takes writes from a Primary */
         m.disk = REPL_DISK_INCONSISTENT;
         m.node_name = (char *)"node1";
         m.bitmap_shift = 12;
@@ -444,6 +444,28 @@ static void *fake_ctl_main(void *arg)
         return NULL;
 }
 
+/*
+ * The engine's first data-channel message: its LUN identity and role (seq 1), which it
+ * wants acknowledged like any other.
+ */
+static void fake_ack_engine_identity(struct fake *f)
+{
+        struct repl_rx rx;
+        const char *why = NULL;
+        int rc = repl_recv(f->data_fd, &rx, WAIT_MS, &why);
+        ck_assert_msg(rc == 0, "engine identity: %d %s", rc, why ? why : "");
+        ck_assert_int_eq(rx.f.type, TANDEM__REPL__MSG_TYPE__MSG_SCSI_STATE);
+        const Tandem__Repl__ScsiState *s = (const Tandem__Repl__ScsiState *)rx.msg;
+        ck_assert_uint_eq(s->seq, 1);
+        ck_assert_str_eq(s->lun_naa, NAA);
+        ck_assert_uint_eq(s->role, REPL_ROLE_SECONDARY);
+        repl_rx_free(&rx);
+        Tandem__Repl__Ack a = TANDEM__REPL__ACK__INIT;
+        a.seq = 1;
+        ck_assert_int_eq(
+            repl_send(f->ctl_fd, TANDEM__REPL__MSG_TYPE__MSG_ACK, &a.base, NULL, 0, WAIT_MS), 0);
+}
+
 /* Both channels, both states, then the control channel served by a thread. */
 static void fake_connect(struct fake *f)
 {
@@ -455,6 +477,7 @@ static void fake_connect(struct fake *f)
         ck_assert_msg(rc == 0, "control handshake: %d %s", rc, why);
         fake_recv_engine_state(f);
         fake_send_state(f, LUN_SIZE);
+        fake_ack_engine_identity(f);
         ck_assert_int_eq(pthread_create(&f->ctl_thread, NULL, fake_ctl_main, f), 0);
         f->ctl_running = true;
 }
