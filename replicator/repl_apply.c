@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "repl_internal.h"
 #include "tandem/log.h"
@@ -321,7 +322,27 @@ void *repl_data_rx_main(void *arg)
                 if (rc < 0) { /* our disk failed it: tell the sender, then stop mirroring */
                         flush_acks(r, &st);
                         send_ack(r, seq, -rc);
-                        repl_disconnect(r, "a replicated change failed on this node");
+                        /* Reconnecting would fail the Primary's writes again: StandAlone until
+                         * the admin has fixed the disk and says connect. */
+                        char why[200];
+                        snprintf(why, sizeof(why),
+                                 "this node's disk failed a replicated change (%s); fix it, then "
+                                 "'tandemctl repl connect'",
+                                 strerror(-rc));
+                        pthread_mutex_lock(&r->lock);
+                        r->want_connect = false;
+                        repl_set_error(r, "%s", why);
+                        pthread_mutex_unlock(&r->lock);
+                        /* The sender must read the failed ack before it sees us go: close
+                         * only our sending side of the control channel, after the ack. The
+                         * sender then closes, and our control receiver ends the link. */
+                        Tandem__Repl__Disconnect d = TANDEM__REPL__DISCONNECT__INIT;
+                        d.reason = why;
+                        (void)repl_send_ctl(r, TANDEM__REPL__MSG_TYPE__MSG_DISCONNECT, &d);
+                        pthread_mutex_lock(&r->ctl_send_lock);
+                        if (r->ctl_fd >= 0)
+                                shutdown(r->ctl_fd, SHUT_WR);
+                        pthread_mutex_unlock(&r->ctl_send_lock);
                         break;
                 }
                 st.pending_ack = seq;

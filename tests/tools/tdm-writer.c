@@ -906,6 +906,14 @@ static int alloc_ios(struct run *r)
 
 static void run_free(struct run *r, struct region *rg, struct journal *jr)
 {
+        /* First: destroying the context completes the commands still queued, and their
+         * callbacks touch the buffers and the region freed below. */
+        if (r->iscsi != NULL) {
+                if (!r->fatal)
+                        iscsi_logout_sync(r->iscsi);
+                iscsi_destroy_context(r->iscsi);
+                r->iscsi = NULL;
+        }
         if (r->ios != NULL)
                 for (unsigned i = 0; i < r->opt->qd; i++)
                         free(r->ios[i].buf);
@@ -916,11 +924,6 @@ static void run_free(struct run *r, struct region *rg, struct journal *jr)
         if (jr->fd >= 0)
                 close(jr->fd);
         free(jr->buf);
-        if (r->iscsi != NULL) {
-                if (!r->fatal)
-                        iscsi_logout_sync(r->iscsi);
-                iscsi_destroy_context(r->iscsi);
-        }
 }
 
 /* Write mode: the run, then optionally the read-back from the in-memory record. */
