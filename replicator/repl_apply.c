@@ -38,7 +38,8 @@ static int send_ack(struct repl_lun *r, uint64_t seq, int error)
 /* ---- the data channel ---- */
 
 struct rx_state {
-        uint8_t *buf;
+        struct repl_reader rd;
+        uint8_t *buf; /* scratch: payloads too long for the reader, verify reads */
         size_t cap;
         uint64_t pending_ack; /* highest seq applied, not yet acknowledged */
         unsigned unacked;
@@ -55,6 +56,20 @@ static int rx_buf(struct rx_state *st, size_t len)
         st->buf = p;
         st->cap = len;
         return 0;
+}
+
+/* The payload of the frame just read: in the reader's buffer, or copied to the scratch. */
+static int payload_in(struct rx_state *st, uint32_t len, const void **out)
+{
+        *out = NULL;
+        if (len == 0)
+                return 0;
+        if (len > REPL_READER_CAP) {
+                int rc = rx_buf(st, len);
+                if (rc < 0)
+                        return rc;
+        }
+        return repl_reader_payload(&st->rd, len, st->buf, out, -1);
 }
 
 static bool range_ok(struct repl_lun *r, uint64_t off, uint64_t len)
@@ -128,12 +143,11 @@ static int on_write(struct repl_lun *r, struct rx_state *st, const struct repl_r
         if (!kind_ok || !range_ok(r, m->offset, m->length) ||
             rx->f.payload_len != (data ? m->length : 0))
                 return protocol_error(r, "malformed %s from peer", "write");
-        int rc = rx_buf(st, rx->f.payload_len);
-        if (rc == 0 && rx->f.payload_len)
-                rc = repl_recv_payload(r->data_fd, st->buf, rx->f.payload_len, -1);
+        const void *payload = NULL;
+        int rc = payload_in(st, rx->f.payload_len, &payload);
         if (rc < 0)
                 return rc;
-        return apply_change(r, m->kind, st->buf, m->offset, m->length);
+        return apply_change(r, m->kind, payload, m->offset, m->length);
 }
 
 static int on_resync_data(struct repl_lun *r, struct rx_state *st, const struct repl_rx *rx)
@@ -147,12 +161,11 @@ static int on_resync_data(struct repl_lun *r, struct rx_state *st, const struct 
                                       "resync data");
         if (!range_ok(r, m->offset, m->length) || rx->f.payload_len != (m->zero ? 0 : m->length))
                 return protocol_error(r, "malformed %s from peer", "resync data");
-        int rc = rx_buf(st, rx->f.payload_len);
-        if (rc == 0 && rx->f.payload_len)
-                rc = repl_recv_payload(r->data_fd, st->buf, rx->f.payload_len, -1);
+        const void *payload = NULL;
+        int rc = payload_in(st, rx->f.payload_len, &payload);
         if (rc < 0)
                 return rc;
-        rc = apply_change(r, m->zero ? REPL_IO_ZERO : REPL_IO_WRITE, st->buf, m->offset, m->length);
+        rc = apply_change(r, m->zero ? REPL_IO_ZERO : REPL_IO_WRITE, payload, m->offset, m->length);
         if (rc == 0) {
                 pthread_mutex_lock(&r->lock);
                 r->resync_received += m->length;
@@ -182,9 +195,10 @@ static int on_verify(struct repl_lun *r, struct rx_state *st, const struct repl_
             m->length > REPL_VERIFY_CHUNK || m->length % blk ||
             rx->f.payload_len != m->length / blk * 32)
                 return protocol_error(r, "malformed %s from peer", "verify request");
-        int rc = rx_buf(st, m->length + rx->f.payload_len);
+        const uint8_t *digests = NULL;
+        int rc = payload_in(st, rx->f.payload_len, (const void **)&digests);
         if (rc == 0)
-                rc = repl_recv_payload(r->data_fd, st->buf + m->length, rx->f.payload_len, -1);
+                rc = rx_buf(st, m->length); /* digests stay valid: the reader is not called */
         if (rc < 0)
                 return rc;
         pthread_mutex_lock(&r->lock);
@@ -199,7 +213,7 @@ static int on_verify(struct repl_lun *r, struct rx_state *st, const struct repl_
         for (uint32_t i = 0; rc == 0 && i < m->length / blk; i++) {
                 uint8_t d[32];
                 block_digest(st->buf + (size_t)i * blk, blk, d);
-                if (memcmp(d, st->buf + m->length + (size_t)i * 32, 32) != 0)
+                if (memcmp(d, digests + (size_t)i * 32, 32) != 0)
                         bad[n_bad++] = m->offset + (uint64_t)i * blk;
         }
         Tandem__Repl__VerifyReply rep = TANDEM__REPL__VERIFY_REPLY__INIT;
@@ -286,10 +300,14 @@ void *repl_data_rx_main(void *arg)
         struct repl_lun *r = arg;
         struct rx_state st = {0};
         int fd = r->data_fd;
+        if (repl_reader_init(&st.rd, fd) < 0) {
+                repl_disconnect(r, "out of memory for the data channel");
+                return NULL;
+        }
         for (;;) {
                 struct repl_rx rx;
                 const char *why = NULL;
-                int rc = repl_recv_head(fd, &rx, -1, &why);
+                int rc = repl_reader_next(&st.rd, &rx, -1, &why);
                 if (rc < 0) {
                         repl_disconnect(r, why ? why : "data channel closed");
                         break;
@@ -347,12 +365,14 @@ void *repl_data_rx_main(void *arg)
                 }
                 st.pending_ack = seq;
                 st.unacked++;
-                if ((st.unacked >= ACK_BATCH || !more_input(fd)) && flush_acks(r, &st) < 0) {
+                bool more = repl_reader_buffered(&st.rd) || more_input(fd);
+                if ((st.unacked >= ACK_BATCH || !more) && flush_acks(r, &st) < 0) {
                         repl_disconnect(r, "cannot send acks");
                         break;
                 }
         }
         free(st.buf);
+        repl_reader_fini(&st.rd);
         return NULL;
 }
 
@@ -490,6 +510,11 @@ void *repl_ctl_rx_main(void *arg)
         unsigned timeout = r->cfg.timeout_ms;
         unsigned ping_ms = timeout / 4 ? timeout / 4 : 1;
         uint64_t ping_ns = (uint64_t)ping_ms * 1000000ull;
+        struct repl_reader rd;
+        if (repl_reader_init(&rd, fd) < 0) {
+                repl_disconnect(r, "out of memory for the control channel");
+                return NULL;
+        }
         uint64_t last_rx = tdm_now_ns(), last_ping = 0;
         uint64_t token = 0;
         while (link_is_up(r)) {
@@ -518,12 +543,19 @@ void *repl_ctl_rx_main(void *arg)
                         repl_disconnect(r, why);
                         break;
                 }
-                struct pollfd p = {.fd = fd, .events = POLLIN};
-                if (poll(&p, 1, (int)ping_ms) <= 0)
-                        continue;
+                if (!repl_reader_buffered(&rd)) {
+                        struct pollfd p = {.fd = fd, .events = POLLIN};
+                        if (poll(&p, 1, (int)ping_ms) <= 0)
+                                continue;
+                }
                 struct repl_rx rx;
                 const char *why = NULL;
-                int rc = repl_recv(fd, &rx, (int)timeout, &why);
+                int rc = repl_reader_next(&rd, &rx, (int)timeout, &why);
+                if (rc == 0 && rx.f.payload_len) {
+                        repl_rx_free(&rx);
+                        repl_disconnect(r, "unexpected payload on the control channel");
+                        break;
+                }
                 if (rc < 0) {
                         repl_disconnect(r, why                 ? why
                                            : rc == -ECONNRESET ? "peer closed"
@@ -536,5 +568,6 @@ void *repl_ctl_rx_main(void *arg)
                 if (rc < 0 && !link_is_up(r))
                         break;
         }
+        repl_reader_fini(&rd);
         return NULL;
 }

@@ -383,3 +383,94 @@ int repl_recv(int fd, struct repl_rx *rx, int timeout_ms, const char **why)
                 repl_rx_free(rx);
         return r;
 }
+
+/* ---- buffered receiving: many small frames per recv() ---- */
+
+int repl_reader_init(struct repl_reader *rd, int fd)
+{
+        *rd = (struct repl_reader){.fd = fd, .cap = REPL_READER_CAP};
+        rd->buf = malloc(rd->cap);
+        return rd->buf ? 0 : -ENOMEM;
+}
+
+void repl_reader_fini(struct repl_reader *rd)
+{
+        free(rd->buf);
+        rd->buf = NULL;
+}
+
+bool repl_reader_buffered(const struct repl_reader *rd)
+{
+        return rd->end > rd->start;
+}
+
+/* Until at least need bytes (need <= cap) are buffered. */
+static int reader_fill(struct repl_reader *rd, size_t need, const struct deadline *d)
+{
+        while (rd->end - rd->start < need) {
+                if (rd->cap - rd->start < need) {
+                        memmove(rd->buf, rd->buf + rd->start, rd->end - rd->start);
+                        rd->end -= rd->start;
+                        rd->start = 0;
+                }
+                ssize_t n = recv(rd->fd, rd->buf + rd->end, rd->cap - rd->end, MSG_DONTWAIT);
+                if (n > 0) {
+                        rd->end += (size_t)n;
+                        continue;
+                }
+                if (n == 0)
+                        return -ECONNRESET;
+                if (errno == EINTR)
+                        continue;
+                if (errno != EAGAIN && errno != EWOULDBLOCK)
+                        return io_error(errno);
+                int r = wait_ready(rd->fd, POLLIN, d);
+                if (r)
+                        return r;
+        }
+        return 0;
+}
+
+int repl_reader_next(struct repl_reader *rd, struct repl_rx *rx, int timeout_ms, const char **why)
+{
+        memset(rx, 0, sizeof(*rx));
+        struct deadline d = deadline_in(timeout_ms);
+        int r = reader_fill(rd, REPL_FRAME_HDR_LEN, &d);
+        if (r)
+                return r;
+        r = repl_frame_decode(rd->buf + rd->start, &rx->f, why);
+        if (r)
+                return r;
+        r = reader_fill(rd, REPL_FRAME_HDR_LEN + rx->f.msg_len, &d);
+        if (r)
+                return r;
+        rx->msg = protobuf_c_message_unpack(repl_msg_descriptor(rx->f.type), NULL, rx->f.msg_len,
+                                            rd->buf + rd->start + REPL_FRAME_HDR_LEN);
+        if (!rx->msg) {
+                *why = why_fmt("malformed %s message", repl_msg_name(rx->f.type));
+                return -EPROTO;
+        }
+        rd->start += REPL_FRAME_HDR_LEN + rx->f.msg_len;
+        return 0;
+}
+
+int repl_reader_payload(struct repl_reader *rd, uint32_t len, void *scratch, const void **out,
+                        int timeout_ms)
+{
+        struct deadline d = deadline_in(timeout_ms);
+        if (len <= rd->cap) {
+                int r = reader_fill(rd, len, &d);
+                if (r)
+                        return r;
+                *out = rd->buf + rd->start;
+                rd->start += len;
+                return 0;
+        }
+        size_t have = rd->end - rd->start;
+        memcpy(scratch, rd->buf + rd->start, have);
+        rd->start = rd->end = 0;
+        int r = read_full(rd->fd, (uint8_t *)scratch + have, len - have, &d);
+        if (r == 0)
+                *out = scratch;
+        return r;
+}

@@ -12,6 +12,7 @@
 #ifndef TANDEM_REPL_WIRE_H
 #define TANDEM_REPL_WIRE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -90,5 +91,25 @@ const char *repl_msg_name(uint8_t type); /* "HELLO", "PING_ACK", ...; "UNKNOWN" 
 /* Low-level helpers, exported for the handshake and the engine. */
 int repl_read_full(int fd, void *buf, size_t len, int timeout_ms);
 int repl_write_full(int fd, const void *buf, size_t len, int timeout_ms);
+
+/*
+ * Buffered receiving for a busy channel: one recv() brings many frames. Payloads up to
+ * REPL_READER_CAP come back as pointers into the buffer, valid until the next call; longer
+ * ones are copied into the caller's scratch buffer (at least len bytes).
+ */
+#define REPL_READER_CAP (1024u * 1024 + 128u * 1024)
+struct repl_reader {
+        int fd;
+        uint8_t *buf;
+        size_t cap, start, end;
+};
+int repl_reader_init(struct repl_reader *rd, int fd);
+void repl_reader_fini(struct repl_reader *rd);
+/* Bytes are waiting in the buffer (a frame may be there without a syscall). */
+bool repl_reader_buffered(const struct repl_reader *rd);
+/* Header and message of the next frame (rx->payload stays NULL); same errors as repl_recv. */
+int repl_reader_next(struct repl_reader *rd, struct repl_rx *rx, int timeout_ms, const char **why);
+int repl_reader_payload(struct repl_reader *rd, uint32_t len, void *scratch, const void **out,
+                        int timeout_ms);
 
 #endif

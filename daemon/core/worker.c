@@ -114,11 +114,13 @@ static void conn_close(struct iscsi_worker *w, struct iscsi_conn *c, int why)
 void iscsi_worker_post_done(struct iscsi_worker *w, struct iscsi_task *t)
 {
         pthread_mutex_lock(&w->lock);
+        bool was_empty = w->done_head == NULL;
         t->done_next = w->done_head;
         w->done_head = t;
         pthread_mutex_unlock(&w->lock);
+        /* One wake per batch: the worker takes the whole list when it runs. */
         uint64_t one = 1;
-        if (write(w->wakefd, &one, sizeof(one)) < 0)
+        if (was_empty && write(w->wakefd, &one, sizeof(one)) < 0)
                 log_warn("worker wake: %s", strerror(errno));
 }
 
