@@ -196,16 +196,13 @@ static int wait_ready(int fd, short events, const struct deadline *d)
         }
 }
 
-static int read_full(int fd, void *buf, size_t len, const struct deadline *d)
+/* Some bytes (at most len, at least one) once there are any before the deadline. */
+static ssize_t recv_some(int fd, void *buf, size_t len, const struct deadline *d)
 {
-        uint8_t *p = buf;
-        size_t done = 0;
-        while (done < len) {
-                ssize_t n = recv(fd, p + done, len - done, MSG_DONTWAIT);
-                if (n > 0) {
-                        done += (size_t)n;
-                        continue;
-                }
+        for (;;) {
+                ssize_t n = recv(fd, buf, len, MSG_DONTWAIT);
+                if (n > 0)
+                        return n;
                 if (n == 0)
                         return -ECONNRESET;
                 if (errno == EINTR)
@@ -215,6 +212,17 @@ static int read_full(int fd, void *buf, size_t len, const struct deadline *d)
                 int r = wait_ready(fd, POLLIN, d);
                 if (r)
                         return r;
+        }
+}
+
+static int read_full(int fd, void *buf, size_t len, const struct deadline *d)
+{
+        uint8_t *p = buf;
+        for (size_t done = 0; done < len;) {
+                ssize_t n = recv_some(fd, p + done, len - done, d);
+                if (n < 0)
+                        return (int)n;
+                done += (size_t)n;
         }
         return 0;
 }
@@ -413,20 +421,10 @@ static int reader_fill(struct repl_reader *rd, size_t need, const struct deadlin
                         rd->end -= rd->start;
                         rd->start = 0;
                 }
-                ssize_t n = recv(rd->fd, rd->buf + rd->end, rd->cap - rd->end, MSG_DONTWAIT);
-                if (n > 0) {
-                        rd->end += (size_t)n;
-                        continue;
-                }
-                if (n == 0)
-                        return -ECONNRESET;
-                if (errno == EINTR)
-                        continue;
-                if (errno != EAGAIN && errno != EWOULDBLOCK)
-                        return io_error(errno);
-                int r = wait_ready(rd->fd, POLLIN, d);
-                if (r)
-                        return r;
+                ssize_t n = recv_some(rd->fd, rd->buf + rd->end, rd->cap - rd->end, d);
+                if (n < 0)
+                        return (int)n;
+                rd->end += (size_t)n;
         }
         return 0;
 }
