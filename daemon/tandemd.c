@@ -11,6 +11,7 @@
 
 #include "admin/admin_ipc.h"
 #include "core/worker.h"
+#include "tandem/cluster.h"
 #include "tandem/config.h"
 #include "tandem/log.h"
 #include "tandem/registry.h"
@@ -211,8 +212,15 @@ int main(int argc, char **argv)
                 log_err("%s: %s", path, err);
                 goto out_loop;
         }
-        if (iscsi_workers_start(cfg.threads, &cfg.iscsi) < 0)
+        /* ---- cluster (issue 4): membership and quorum once the registry is up ---- */
+        if (cfg.cluster.enabled &&
+            cluster_start(main_loop, cfg.node_id, cfg.cluster.group, err, sizeof(err)) < 0) {
+                log_err("%s", err);
                 goto out_registry;
+        }
+        /* ---- end cluster ---- */
+        if (iscsi_workers_start(cfg.threads, &cfg.iscsi) < 0)
+                goto out_cluster;
         if (start_listeners(&cfg) < 0)
                 goto out_workers;
         if (admin_ipc_start(main_loop, cfg.instance) < 0) {
@@ -230,6 +238,8 @@ out_listen:
 out_workers:
         repl_quiesce_all(); /* completes what waits for a peer before the workers go */
         iscsi_workers_stop();
+out_cluster:
+        cluster_stop(); /* cluster (issue 4): pending Outdate requests end with -ECANCELED */
 out_registry:
         tdm_registry_fini();
 out_loop:

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "repl_internal.h"
+#include "tandem/cluster.h"
 #include "tandem/log.h"
 #include "wire.h"
 
@@ -27,6 +28,11 @@ static int do_promote(struct repl_lun *r, void *arg, char *err, size_t errlen)
         bool restart_link = false;
         if (r->sb.role == REPL_ROLE_PRIMARY)
                 goto out;
+        if (cluster_enabled() && !cluster_quorate()) {
+                snprintf(err, errlen, "promote: this node's cluster partition has no quorum");
+                rc = -EAGAIN;
+                goto out;
+        }
         if (r->link_up && r->peer.side.role == REPL_ROLE_PRIMARY) {
                 snprintf(err, errlen, "promote: peer %u (%s) is Primary; demote it first",
                          r->peer_id, r->peer_name);

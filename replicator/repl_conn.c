@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "tandem/cluster.h"
 #include "repl_internal.h"
 #include "tandem/log.h"
 #include "wire.h"
@@ -735,6 +736,10 @@ void repl_disconnect_gen(struct repl_lun *r, uint64_t gen, const char *why)
         bool had_peer = r->in_ack_set;
         r->link_up = false;
         r->in_ack_set = false;
+        /* With a cluster, a Primary's writes wait from now until the group outdated the peer:
+         * set in the same critical section, so no write slips through local-only. */
+        if (had_peer && r->sb.role == REPL_ROLE_PRIMARY && cluster_enabled() && !r->stopping)
+                r->outdating = true;
         if (r->data_fd >= 0)
                 shutdown(r->data_fd, SHUT_RDWR);
         if (r->ctl_fd >= 0)
@@ -751,6 +756,9 @@ void repl_disconnect_gen(struct repl_lun *r, uint64_t gen, const char *why)
                         repl_gen_new_current(&r->sb.gen, repl_gen_fresh());
                         if (r->sb.peer_disk == REPL_DISK_UPTODATE)
                                 r->sb.peer_disk = REPL_DISK_OUTDATED;
+                        pthread_mutex_lock(&r->send_lock);
+                        r->outdate_gen = r->sb.gen.current;
+                        pthread_mutex_unlock(&r->send_lock);
                 }
                 repl_persist(r);
         }
@@ -810,6 +818,7 @@ void *repl_manager_main(void *arg)
                 else
                         repl_disconnect(r, r->last_error);
                 close_channels(r);
+                repl_outdate_peer(r); /* cluster mode: held writes go on once it is done */
                 after_disconnect(r, standalone);
                 if (rc < 0 && !standalone)
                         sleep_ms(r, REFUSED_RETRY_MS);

@@ -30,6 +30,7 @@
 #define REPL_VERIFY_CHUNK       (1024u * 1024)
 #define REPL_RECONNECT_MS       500
 #define REPL_CONNECT_TIMEOUT_MS 2000
+#define REPL_HOLD_MAX_MS        8000 /* writes held without quorum: below the 10 s I/O hold */
 
 /* What a data-channel message asks the peer to do. */
 enum repl_op_kind {
@@ -108,6 +109,13 @@ struct repl_lun {
         uint64_t next_seq;
         struct repl_req *inflight_head, *inflight_tail;
         uint64_t inflight_bytes;
+        /*
+         * Cluster mode: after losing its peer a Primary holds writes (under send_lock) until
+         * the group has recorded the peer Outdated; held ones fail after REPL_HOLD_MAX_MS.
+         */
+        bool outdating;
+        struct repl_req *held_head, *held_tail;
+        uint64_t outdate_gen; /* our current generation id the Outdate names */
         pthread_mutex_t ctl_send_lock;
 
         /* Receiving (peer side): the next seq expected on the data channel. */
@@ -138,6 +146,9 @@ void repl_update_standby(struct repl_lun *r);
 
 /* Waits (at most ms) until no command is inside repl_lun_io or waits for an ack. */
 bool repl_writes_drained(struct repl_lun *r, unsigned ms);
+/* Runs fn on the started replicated LUN with this NAA (32 hex digits); -ENOENT if none. */
+int repl_with_naa(const char *naa, char *err, size_t errlen,
+                  int (*fn)(struct repl_lun *r, void *arg, char *err, size_t errlen), void *arg);
 /* Runs fn on the started replicated LUN iqn/lun (all-LUN list locked); -ENOENT if none. */
 int repl_with_lun(const char *iqn, uint64_t lun, char *err, size_t errlen,
                   int (*fn)(struct repl_lun *r, void *arg, char *err, size_t errlen), void *arg);
@@ -168,13 +179,25 @@ void repl_peer_from_state(struct repl_lun *r, const struct Tandem__Repl__State *
 int repl_acked(struct repl_lun *r, uint64_t seq, int error);
 /* When the oldest request still waiting for its ack was sent (0: none). */
 uint64_t repl_oldest_inflight_ns(struct repl_lun *r);
-/* Complete every in-flight request as if acknowledged by nobody (peer dropped). */
+/* A request is done (error: the command fails; !peer_has_it: its range is out of sync). */
+void repl_req_complete(struct repl_lun *r, struct repl_req *req, int error, bool peer_has_it);
+/* Complete every in-flight request as if acknowledged by nobody (peer dropped); in cluster
+ * mode while the peer is being outdated, those with a command are held instead. */
 void repl_fail_inflight(struct repl_lun *r);
 /* Send a data-channel message with a fresh seq and queue its req (send_lock held). */
 int repl_send_data_locked(struct repl_lun *r, struct repl_req *req, uint8_t type, void *msg,
                           const struct iovec *iov, int niov);
 void repl_order_lock(struct repl_lun *r, uint64_t off, uint64_t len);
 void repl_order_unlock(struct repl_lun *r, uint64_t off, uint64_t len);
+
+/* repl_outdate.c: the cluster's part in dropping a peer (cluster mode only). */
+/* send_lock held: queue a change while the peer is being outdated (the task waits). */
+void repl_hold_locked(struct repl_lun *r, struct repl_req *req);
+/* Manager thread, after a disconnect: get the peer outdated through the group, releasing the
+ * held writes once that is done (or failing them while it cannot be). */
+void repl_outdate_peer(struct repl_lun *r);
+/* Registers the handler for Outdate messages naming this node (once, at first start). */
+void repl_outdate_handler_install(void);
 
 /* repl_apply.c */
 void *repl_data_rx_main(void *arg);

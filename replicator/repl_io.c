@@ -148,6 +148,17 @@ static int replicate(struct repl_lun *r, struct scsi_task *task, enum repl_io_ki
 {
         struct repl_req *req = calloc(1, sizeof(*req));
         pthread_mutex_lock(&r->send_lock);
+        if (!r->in_ack_set && r->outdating && req) {
+                /* The peer is not yet Outdated in the cluster: this write waits for that. */
+                req->kind = kind == REPL_IO_FLUSH ? REPL_OP_FLUSH : (enum repl_op_kind)kind;
+                req->off = off;
+                req->len = len;
+                req->task = task;
+                scsi_task_repl_hold(task);
+                repl_hold_locked(r, req);
+                pthread_mutex_unlock(&r->send_lock);
+                return 1;
+        }
         if (!r->in_ack_set) {
                 /* Marked under send_lock: a resync ack cannot clear it behind our back. */
                 if (kind != REPL_IO_FLUSH)
@@ -230,7 +241,7 @@ int repl_lun_io(struct repl_lun *r, struct scsi_task *task, enum repl_io_kind ki
 
 /* ---- acks ---- */
 
-static void req_complete(struct repl_lun *r, struct repl_req *req, int error, bool peer_has_it)
+void repl_req_complete(struct repl_lun *r, struct repl_req *req, int error, bool peer_has_it)
 {
         bool change =
             req->kind == REPL_OP_WRITE || req->kind == REPL_OP_ZERO || req->kind == REPL_OP_UNMAP;
@@ -277,7 +288,7 @@ int repl_acked(struct repl_lun *r, uint64_t seq, int error)
         while (done) {
                 struct repl_req *req = done;
                 done = req->next;
-                req_complete(r, req, req->seq == seq ? error : 0, true);
+                repl_req_complete(r, req, req->seq == seq ? error : 0, true);
         }
         pthread_mutex_lock(&r->lock);
         pthread_cond_broadcast(&r->cond); /* the resync window */
@@ -299,10 +310,23 @@ void repl_fail_inflight(struct repl_lun *r)
         struct repl_req *list = r->inflight_head;
         r->inflight_head = r->inflight_tail = NULL;
         r->inflight_bytes = 0;
-        pthread_mutex_unlock(&r->send_lock);
+        bool hold = r->outdating;
+        struct repl_req *rest = NULL, **tail = &rest;
         while (list) {
                 struct repl_req *req = list;
                 list = req->next;
-                req_complete(r, req, 0, false);
+                if (hold && req->task) { /* waits with the later writes for the outdate */
+                        repl_hold_locked(r, req);
+                } else {
+                        req->next = NULL;
+                        *tail = req;
+                        tail = &req->next;
+                }
+        }
+        pthread_mutex_unlock(&r->send_lock);
+        while (rest) {
+                struct repl_req *req = rest;
+                rest = req->next;
+                repl_req_complete(r, req, 0, false);
         }
 }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -223,6 +224,8 @@ static void list_del(struct repl_lun *r)
 
 int repl_lun_start(struct repl_lun *r)
 {
+        static pthread_once_t handler_once = PTHREAD_ONCE_INIT;
+        pthread_once(&handler_once, repl_outdate_handler_install);
         int rc = list_add(r);
         if (rc < 0)
                 return rc;
@@ -302,6 +305,21 @@ int repl_with_lun(const char *iqn, uint64_t lun, char *err, size_t errlen,
         return rc;
 }
 
+int repl_with_naa(const char *naa, char *err, size_t errlen,
+                  int (*fn)(struct repl_lun *r, void *arg, char *err, size_t errlen), void *arg)
+{
+        pthread_mutex_lock(&all_lock);
+        struct repl_lun *r = NULL;
+        for (size_t i = 0; i < n_all && !r; i++)
+                if (strcasecmp(all[i]->naa, naa) == 0)
+                        r = all[i];
+        int rc = r ? fn(r, arg, err, errlen) : -ENOENT;
+        if (!r)
+                snprintf(err, errlen, "no replicated LUN with naa %s", naa);
+        pthread_mutex_unlock(&all_lock);
+        return rc;
+}
+
 static void status_fill(struct repl_lun *r, struct repl_status *st)
 {
         memset(st, 0, sizeof(*st));
@@ -358,6 +376,7 @@ bool repl_writes_drained(struct repl_lun *r, unsigned ms)
                 pthread_mutex_lock(&r->send_lock);
                 for (struct repl_req *q = r->inflight_head; q && !busy; q = q->next)
                         busy = q->task != NULL;
+                busy |= r->held_head != NULL;
                 pthread_mutex_unlock(&r->send_lock);
                 if (!busy)
                         return true;

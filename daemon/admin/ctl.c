@@ -846,6 +846,46 @@ static json_object *jstr(const char *s)
 
 /* ---------------------------------------------------------------- status */
 
+/* ---- cluster (issue 4): the membership part of `status` ---- */
+static json_object *cluster_json(const Tandem__Admin__ClusterInfo *c)
+{
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "enabled", json_object_new_boolean(c && c->enabled));
+        if (!c || !c->enabled)
+                return o;
+        json_object_object_add(o, "group", jstr(c->group));
+        json_object_object_add(o, "node_id", json_object_new_int64(c->node_id));
+        json_object_object_add(o, "corosync_node_id", json_object_new_int64(c->corosync_node_id));
+        json_object_object_add(o, "quorate", json_object_new_boolean(c->quorate));
+        json_object *m = json_object_new_array();
+        for (size_t i = 0; i < c->n_members; i++)
+                json_object_array_add(m, json_object_new_int64(c->members[i]));
+        json_object_object_add(o, "members", m);
+        json_object_object_add(o, "cpg_connected", json_object_new_boolean(c->cpg_connected));
+        json_object_object_add(o, "quorum_connected", json_object_new_boolean(c->quorum_connected));
+        json_object_object_add(o, "last_error", jstr(c->last_error));
+        return o;
+}
+
+static void cluster_text(FILE *out, const Tandem__Admin__ClusterInfo *c)
+{
+        if (!c || !c->enabled) {
+                fprintf(out, "cluster: disabled\n");
+                return;
+        }
+        fprintf(out, "cluster: group %s, node %u, quorate %s, members", c->group, c->node_id,
+                c->quorate ? "yes" : "no");
+        if (c->n_members == 0)
+                fprintf(out, " none");
+        for (size_t i = 0; i < c->n_members; i++)
+                fprintf(out, "%s%u", i ? "," : " ", c->members[i]);
+        fprintf(out, ", cpg %s", c->cpg_connected ? "connected" : "not connected");
+        if (c->last_error && *c->last_error)
+                fprintf(out, " (%s)", c->last_error);
+        fprintf(out, "\n");
+}
+/* ---- end cluster ---- */
+
 static json_object *status_json(const Tandem__Admin__Status *s)
 {
         json_object *o = json_object_new_object();
@@ -863,6 +903,7 @@ static json_object *status_json(const Tandem__Admin__Status *s)
         json_object_object_add(disc, "mutual_chap",
                                json_object_new_boolean(s->discovery_mutual_chap));
         json_object_object_add(o, "discovery", disc);
+        json_object_object_add(o, "cluster", cluster_json(s->cluster)); /* issue 4 */
         json_object *targets = json_object_new_array();
         for (size_t i = 0; i < s->n_targets; i++) {
                 const Tandem__Admin__TargetInfo *t = s->targets[i];
@@ -942,6 +983,7 @@ static void status_text(FILE *out, const Tandem__Admin__Status *s)
                 !s->discovery_chap         ? "none"
                 : s->discovery_mutual_chap ? "mutual"
                                            : "one-way");
+        cluster_text(out, s->cluster); /* issue 4 */
         if (s->n_targets == 0)
                 fprintf(out, "\nno targets\n");
         for (size_t i = 0; i < s->n_targets; i++) {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "admin/admin_ipc.h"
+#include "tandem/cluster.h"
 #include "tandem/registry.h"
 #include "tandem/repl.h"
 #include "tandem/session_info.h"
@@ -436,6 +437,29 @@ static Tandem__Admin__SessionInfo *session_info(struct arena *a, const struct is
         return si;
 }
 
+/* ---- cluster (issue 4): membership and quorum for the status ---- */
+static Tandem__Admin__ClusterInfo *cluster_info(struct arena *a)
+{
+        Tandem__Admin__ClusterInfo *ci = arena_alloc(a, sizeof(*ci));
+        struct cluster_status *cs = arena_alloc(a, sizeof(*cs));
+        if (!ci || !cs)
+                return NULL;
+        tandem__admin__cluster_info__init(ci);
+        cluster_get_status(cs);
+        ci->enabled = cs->enabled;
+        ci->quorate = cs->quorate;
+        ci->members = cs->members;
+        ci->n_members = cs->n_members;
+        ci->node_id = cs->node_id;
+        ci->cpg_connected = cs->cpg_connected;
+        ci->quorum_connected = cs->quorum_connected;
+        ci->group = cs->group;
+        ci->corosync_node_id = cs->corosync_node_id;
+        ci->last_error = cs->last_error;
+        return ci;
+}
+/* ---- end cluster ---- */
+
 /* Sessions rows are referenced by the response: the caller frees them after packing. */
 static void do_status(struct arena *a, Response *r, struct iscsi_session_info **rows)
 {
@@ -459,6 +483,8 @@ static void do_status(struct arena *a, Response *r, struct iscsi_session_info **
                 st->listen[st->n_listen++] = (char *)cfg->listen[i];
         st->discovery_chap = cfg->discovery_chap.enabled;
         st->discovery_mutual_chap = cfg->discovery_chap.enabled && cfg->discovery_chap.mutual;
+        if (!(st->cluster = cluster_info(a))) /* cluster (issue 4) */
+                return;
 
         size_t n_sessions = 0;
         *rows = sessions_get(&n_sessions);

@@ -368,6 +368,9 @@ void tdm_config_defaults(struct tdm_config *cfg)
         cfg->iscsi.nop_interval_s = TDM_DEFAULT_NOP_INTERVAL_S;
         cfg->iscsi.nop_timeout_s = TDM_DEFAULT_NOP_TIMEOUT_S;
         cfg->iscsi.login_timeout_s = TDM_DEFAULT_LOGIN_TIMEOUT_S;
+        /* ---- cluster (issue 4) ---- */
+        snprintf(cfg->cluster.group, sizeof(cfg->cluster.group), "%s", TDM_DEFAULT_CLUSTER_GROUP);
+        /* ---- end cluster ---- */
 }
 
 void tdm_lun_defaults(struct tdm_lun_cfg *lun)
@@ -990,6 +993,24 @@ static int validate_target(const struct tdm_config *cfg, size_t ti, char *err, s
         return 0;
 }
 
+/* ---- cluster (issue 4) ---- */
+static int validate_cluster(const struct tdm_config *cfg, char *err, size_t errlen)
+{
+        const struct tdm_cluster_cfg *c = &cfg->cluster;
+        /* The same alphabet as instance names: it is also a CPG group name in logs. */
+        if (!instance_ok(c->group))
+                return fail(err, errlen, -EINVAL, "cluster.group",
+                            "must be 1..63 characters of A-Z a-z 0-9 - _ . (not starting with .), "
+                            "got \"%s\"",
+                            c->group);
+        if (c->enabled && (cfg->node_id < 1 || cfg->node_id > 255))
+                return fail(err, errlen, -EINVAL, "node_id",
+                            "must be set (1..255) when cluster.enabled is true; it must equal this "
+                            "node's nodeid in corosync.conf");
+        return 0;
+}
+/* ---- end cluster ---- */
+
 int tdm_config_validate(const struct tdm_config *cfg, char *err, size_t errlen)
 {
         int rc;
@@ -1027,6 +1048,8 @@ int tdm_config_validate(const struct tdm_config *cfg, char *err, size_t errlen)
             (rc = check_range(cfg->node_id, 0, 255, "node_id", err, errlen)))
                 return rc;
         if ((rc = validate_iscsi(&cfg->iscsi, err, errlen)))
+                return rc;
+        if ((rc = validate_cluster(cfg, err, errlen))) /* cluster (issue 4) */
                 return rc;
         if ((rc = tdm_chap_check(&cfg->discovery_chap, "discovery.chap", err, errlen)))
                 return rc;
@@ -1544,10 +1567,30 @@ static int parse_targets(struct parser *p, const config_setting_t *s)
         return 0;
 }
 
+/* ---- cluster (issue 4) ---- */
+static int parse_cluster(struct parser *p, const config_setting_t *s)
+{
+        static const char *const keys[] = {"enabled", "group", NULL};
+        struct tdm_cluster_cfg *c = &p->cfg->cluster;
+        char f[FIELD_MAX];
+        const config_setting_t *m;
+        int rc;
+        if ((rc = check_members(p, s, "cluster", keys)))
+                return rc;
+        if ((m = member(s, "enabled", "cluster", f)) && (rc = get_bool(p, m, f, &c->enabled)))
+                return rc;
+        if ((m = member(s, "group", "cluster", f)) &&
+            (rc = get_string(p, m, f, c->group, sizeof(c->group))))
+                return rc;
+        return 0;
+}
+/* ---- end cluster ---- */
+
 static int parse_root(struct parser *p, const config_setting_t *root)
 {
-        static const char *const keys[] = {"instance", "state_dir", "listen",  "threads", "log",
-                                           "iscsi",    "discovery", "targets", "node_id", NULL};
+        static const char *const keys[] = {"instance", "state_dir", "listen",    "threads",
+                                           "log",      "iscsi",     "discovery", "targets",
+                                           "node_id",  "cluster",   NULL};
         static const char *const discovery_keys[] = {"chap", NULL};
         struct tdm_config *c = p->cfg;
         char f[FIELD_MAX];
@@ -1585,6 +1628,8 @@ static int parse_root(struct parser *p, const config_setting_t *root)
                         return rc;
         }
         if ((m = member(root, "targets", "", f)) && (rc = parse_targets(p, m)))
+                return rc;
+        if ((m = member(root, "cluster", "", f)) && (rc = parse_cluster(p, m))) /* issue 4 */
                 return rc;
         return 0;
 }
@@ -1754,6 +1799,13 @@ static void config_to_tree(const struct tdm_config *cfg, config_t *lc)
         add_str(root, "state_dir", cfg->state_dir);
         if (cfg->node_id)
                 add_int(root, "node_id", cfg->node_id);
+        /* ---- cluster (issue 4): written when it says anything but the defaults ---- */
+        if (cfg->cluster.enabled || strcmp(cfg->cluster.group, TDM_DEFAULT_CLUSTER_GROUP) != 0) {
+                config_setting_t *cl = config_setting_add(root, "cluster", CONFIG_TYPE_GROUP);
+                add_bool(cl, "enabled", cfg->cluster.enabled);
+                add_str(cl, "group", cfg->cluster.group);
+        }
+        /* ---- end cluster ---- */
         config_setting_t *listen = config_setting_add(root, "listen", CONFIG_TYPE_ARRAY);
         for (size_t i = 0; i < cfg->n_listen; i++)
                 config_setting_set_string_elem(listen, -1, cfg->listen[i]);

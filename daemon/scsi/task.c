@@ -84,7 +84,10 @@ static void task_apply_repl_error(struct scsi_task *task)
         if (err == 0 || task->status != SCSI_STATUS_GOOD)
                 return;
         scsi_task_release(task);
-        scsi_task_set_reason(task, err == -ENOSPC ? SR_SPACE_ALLOC_FAILED : SR_WRITE_ERROR);
+        /* -EAGAIN: held without quorum for too long; initiators retry a transition. */
+        scsi_task_set_reason(task, err == -ENOSPC   ? SR_SPACE_ALLOC_FAILED
+                                   : err == -EAGAIN ? SR_NOT_READY_TRANSITION
+                                                    : SR_WRITE_ERROR);
         if (task->lun)
                 atomic_fetch_add_explicit(&task->lun->stats.errors, 1, memory_order_relaxed);
 }

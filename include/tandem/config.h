@@ -130,6 +130,16 @@ struct tdm_iscsi_cfg {
         uint32_t login_timeout_s;
 };
 
+/*
+ * Corosync membership ("cluster = { enabled = true; group = \"tandem\"; }"). Enabled needs
+ * node_id, and corosync.conf's nodeid of this node must equal it (see daemon/cluster/).
+ */
+#define TDM_DEFAULT_CLUSTER_GROUP "tandem"
+struct tdm_cluster_cfg {
+        bool enabled;
+        char group[64]; /* CPG group name; default "tandem" */
+};
+
 struct tdm_config {
         char listen[TDM_MAX_LISTEN][128]; /* "ADDR:PORT" or "[V6]:PORT" */
         size_t n_listen;
@@ -142,6 +152,9 @@ struct tdm_config {
         struct tdm_iscsi_cfg iscsi;
         struct tdm_chap_cfg discovery_chap;
         uint32_t node_id; /* this node (replication.nodes ids); 0 = no replicated LUNs allowed */
+        /* ---- cluster (issue 4): Corosync CPG membership and quorum ---- */
+        struct tdm_cluster_cfg cluster;
+        /* ---- end cluster ---- */
         struct tdm_target_cfg *targets;
         size_t n_targets;
         /* Set by load/parse when LUNs lacked naa/serial and got fresh ones: save to keep them. */

@@ -1200,6 +1200,72 @@ START_TEST(test_repl_edits)
 }
 END_TEST
 
+/* ---- cluster (issue 4): the "cluster" group ---- */
+START_TEST(test_cluster_group)
+{
+        struct tdm_config a, b, c;
+        char err[512] = "";
+        /* Defaults: disabled, group "tandem", nothing written for it. */
+        ck_assert_int_eq(tdm_config_parse_string("targets = ();", &a, err, sizeof(err)), 0);
+        ck_assert(!a.cluster.enabled);
+        ck_assert_str_eq(a.cluster.group, "tandem");
+        char *dir = make_tmpdir();
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/tandem.conf", dir);
+        ck_assert_int_eq(tdm_config_save(path, &a, err, sizeof(err)), 0);
+        char *text = read_all(path);
+        ck_assert_ptr_null(strstr(text, "cluster"));
+        free(text);
+        tdm_config_free(&a);
+
+        /* Parsed, saved, loaded and copied the same. */
+        ck_assert_int_eq(
+            tdm_config_parse_string("node_id = 3; cluster = { enabled = true; group = \"ha-1\"; };",
+                                    &a, err, sizeof(err)),
+            0);
+        ck_assert(a.cluster.enabled);
+        ck_assert_str_eq(a.cluster.group, "ha-1");
+        ck_assert_int_eq(tdm_config_save(path, &a, err, sizeof(err)), 0);
+        ck_assert_int_eq(tdm_config_load(path, &b, err, sizeof(err)), 0);
+        ck_assert(b.cluster.enabled);
+        ck_assert_str_eq(b.cluster.group, "ha-1");
+        ck_assert_uint_eq(b.node_id, 3);
+        ck_assert_int_eq(tdm_config_copy(&c, &b), 0);
+        ck_assert(c.cluster.enabled);
+        ck_assert_str_eq(c.cluster.group, "ha-1");
+        tdm_config_free(&a);
+        tdm_config_free(&b);
+        tdm_config_free(&c);
+        rm_tree(dir);
+        free(dir);
+
+        /* Enabled needs node_id; the group is a plain name; no unknown keys. */
+        ck_assert_int_eq(
+            tdm_config_parse_string("cluster = { enabled = true; };", &a, err, sizeof(err)),
+            -EINVAL);
+        ck_assert_ptr_nonnull(strstr(err, "node_id: must be set (1..255) when cluster.enabled"));
+        ck_assert_int_eq(tdm_config_parse_string("node_id = 1; cluster = { group = \"a b\"; };", &a,
+                                                 err, sizeof(err)),
+                         -EINVAL);
+        ck_assert_ptr_nonnull(strstr(err, "cluster.group: must be 1..63 characters"));
+        ck_assert_int_eq(
+            tdm_config_parse_string("cluster = { group = \"\"; };", &a, err, sizeof(err)), -EINVAL);
+        ck_assert_ptr_nonnull(strstr(err, "cluster.group"));
+        ck_assert_int_eq(
+            tdm_config_parse_string("cluster = { enabled = 1; };", &a, err, sizeof(err)), -EINVAL);
+        ck_assert_ptr_nonnull(strstr(err, "cluster.enabled: must be true or false"));
+        ck_assert_int_eq(
+            tdm_config_parse_string("cluster = { quorum = true; };", &a, err, sizeof(err)),
+            -EINVAL);
+        ck_assert_ptr_nonnull(strstr(err, "quorum"));
+        /* Disabled needs no node_id. */
+        ck_assert_int_eq(
+            tdm_config_parse_string("cluster = { enabled = false; };", &a, err, sizeof(err)), 0);
+        tdm_config_free(&a);
+}
+END_TEST
+/* ---- end cluster ---- */
+
 static Suite *config_suite(void)
 {
         Suite *s = suite_create("config");
@@ -1224,6 +1290,7 @@ static Suite *config_suite(void)
         tcase_add_test(tc, test_repl_example);
         tcase_add_test(tc, test_repl_round_trip);
         tcase_add_test(tc, test_repl_edits);
+        tcase_add_test(tc, test_cluster_group); /* cluster (issue 4) */
         suite_add_tcase(s, tc);
         return s;
 }

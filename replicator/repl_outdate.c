@@ -1,0 +1,184 @@
+/*
+ * Cluster mode: a Primary drops a lost peer from its ack set only after the Corosync group
+ * has recorded that peer Outdated (it then cannot be promoted), and only while this node is
+ * quorate. Until then its writes are held; without quorum they fail after REPL_HOLD_MAX_MS
+ * (NOT READY, state transition: initiators retry) rather than diverge.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "repl_internal.h"
+#include "tandem/cluster.h"
+#include "tandem/log.h"
+
+#define OUTDATE_TRY_MS   1000
+#define OUTDATE_RETRY_MS 200
+
+uint64_t tdm_now_ns(void);
+
+void repl_hold_locked(struct repl_lun *r, struct repl_req *req)
+{
+        req->next = NULL;
+        req->sent_ns = tdm_now_ns();
+        if (r->held_tail)
+                r->held_tail->next = req;
+        else
+                r->held_head = req;
+        r->held_tail = req;
+}
+
+static void complete_all(struct repl_lun *r, struct repl_req *list, int error)
+{
+        while (list) {
+                struct repl_req *req = list;
+                list = req->next;
+                repl_req_complete(r, req, error, false);
+        }
+}
+
+/* Held writes older than the bound fail: the group could not be told in time. */
+static void fail_old_held(struct repl_lun *r)
+{
+        uint64_t now = tdm_now_ns();
+        struct repl_req *old = NULL, **tail = &old;
+        pthread_mutex_lock(&r->send_lock);
+        while (r->held_head &&
+               now - r->held_head->sent_ns > (uint64_t)REPL_HOLD_MAX_MS * 1000000ull) {
+                struct repl_req *req = r->held_head;
+                r->held_head = req->next;
+                req->next = NULL;
+                *tail = req;
+                tail = &req->next;
+        }
+        if (!r->held_head)
+                r->held_tail = NULL;
+        pthread_mutex_unlock(&r->send_lock);
+        complete_all(r, old, -EAGAIN);
+}
+
+static struct repl_req *take_held(struct repl_lun *r, bool stop_holding)
+{
+        pthread_mutex_lock(&r->send_lock);
+        struct repl_req *list = r->held_head;
+        r->held_head = r->held_tail = NULL;
+        if (stop_holding)
+                r->outdating = false;
+        pthread_mutex_unlock(&r->send_lock);
+        return list;
+}
+
+struct outdate_wait {
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        bool done;
+        int rc;
+};
+
+static void outdate_done(void *arg, int rc)
+{
+        struct outdate_wait *w = arg;
+        pthread_mutex_lock(&w->lock);
+        w->done = true;
+        w->rc = rc;
+        pthread_cond_signal(&w->cond);
+        pthread_mutex_unlock(&w->lock);
+}
+
+static int outdate_once(struct repl_lun *r, uint64_t gen)
+{
+        struct outdate_wait w = {.lock = PTHREAD_MUTEX_INITIALIZER,
+                                 .cond = PTHREAD_COND_INITIALIZER};
+        int rc = cluster_outdate_peer(r->naa, r->peer_id, gen, OUTDATE_TRY_MS, outdate_done, &w);
+        if (rc < 0)
+                return rc;
+        pthread_mutex_lock(&w.lock);
+        while (!w.done)
+                pthread_cond_wait(&w.cond, &w.lock);
+        pthread_mutex_unlock(&w.lock);
+        return w.rc;
+}
+
+static bool stopping_now(struct repl_lun *r)
+{
+        pthread_mutex_lock(&r->lock);
+        bool s = r->stopping;
+        pthread_mutex_unlock(&r->lock);
+        return s;
+}
+
+void repl_outdate_peer(struct repl_lun *r)
+{
+        pthread_mutex_lock(&r->send_lock);
+        bool need = r->outdating;
+        uint64_t gen = r->outdate_gen;
+        pthread_mutex_unlock(&r->send_lock);
+        if (!need)
+                return;
+        int rc = -EAGAIN;
+        bool warned = false;
+        while (!stopping_now(r)) {
+                rc = outdate_once(r, gen);
+                if (rc == 0 || rc == -ENOTCONN || rc == -ECANCELED)
+                        break;
+                if (!warned) {
+                        log_warn("replication %s lun %llu: cannot outdate node %u through the "
+                                 "cluster (%s): writes are held, and fail after %d ms",
+                                 r->iqn, (unsigned long long)r->lun_id, r->peer_id,
+                                 rc == -EAGAIN ? "no quorum" : strerror(-rc), REPL_HOLD_MAX_MS);
+                        warned = true;
+                }
+                fail_old_held(r);
+                struct timespec ts = {0, OUTDATE_RETRY_MS * 1000000L};
+                nanosleep(&ts, NULL);
+        }
+        if (rc == 0) {
+                log_notice("replication %s lun %llu: node %u is Outdated in the cluster; writes "
+                           "go on without it",
+                           r->iqn, (unsigned long long)r->lun_id, r->peer_id);
+                complete_all(r, take_held(r, true), 0);
+                return;
+        }
+        /* Stopping, or the cluster went away: nothing held may claim the peer has it. */
+        complete_all(r, take_held(r, rc == -ENOTCONN), -EAGAIN);
+}
+
+/* ---- this node named in an Outdate ---- */
+
+static int outdate_self(struct repl_lun *r, void *arg, char *err, size_t errlen)
+{
+        uint32_t by = *(uint32_t *)arg;
+        (void)err;
+        (void)errlen;
+        pthread_mutex_lock(&r->lock);
+        bool primary = r->sb.role == REPL_ROLE_PRIMARY;
+        if (!primary && r->sb.disk == REPL_DISK_UPTODATE) {
+                r->sb.disk = REPL_DISK_OUTDATED;
+                repl_persist(r);
+        }
+        pthread_mutex_unlock(&r->lock);
+        if (primary) {
+                log_warn("replication %s lun %llu: node %u asked the cluster to outdate this "
+                         "node, which is Primary: ignored",
+                         r->iqn, (unsigned long long)r->lun_id, by);
+                return 0;
+        }
+        log_warn("replication %s lun %llu: node %u went on without this node: disk Outdated",
+                 r->iqn, (unsigned long long)r->lun_id, by);
+        repl_disconnect(r, "outdated by the Primary through the cluster");
+        return 0;
+}
+
+static void on_outdate(void *arg, const char *naa, uint32_t by_node, uint64_t gen)
+{
+        (void)arg;
+        (void)gen;
+        char err[128];
+        repl_with_naa(naa, err, sizeof(err), outdate_self, &by_node);
+}
+
+void repl_outdate_handler_install(void)
+{
+        cluster_set_outdate_handler(on_outdate, NULL);
+}
