@@ -43,6 +43,8 @@ struct rx_state {
         size_t cap;
         uint64_t pending_ack; /* highest seq applied, not yet acknowledged */
         unsigned unacked;
+        bool flush_before_ack; /* resync data since the last ack: durable first */
+        bool bits_handed_over; /* SyncTarget: the source holds the bitmap from now on */
 };
 
 static int rx_buf(struct rx_state *st, size_t len)
@@ -91,6 +93,20 @@ static int apply_failed(struct repl_lun *r, uint64_t off, uint64_t len, int rc, 
         return rc;
 }
 
+static int apply_local(struct repl_lun *r, uint32_t kind, const void *buf, uint64_t off,
+                       uint64_t len)
+{
+        switch (kind) {
+        case REPL_IO_WRITE:
+                return bs_write(r->bs, buf, len, off);
+        case REPL_IO_ZERO:
+                return bs_write_zeroes(r->bs, off, len);
+        case REPL_IO_UNMAP:
+                return bs_unmap(r->bs, off, len);
+        }
+        return -EINVAL;
+}
+
 static int apply_change(struct repl_lun *r, uint32_t kind, const void *buf, uint64_t off,
                         uint64_t len)
 {
@@ -99,23 +115,36 @@ static int apply_change(struct repl_lun *r, uint32_t kind, const void *buf, uint
         int rc = repl_md_al_begin(r->md, off, len);
         if (rc < 0)
                 return apply_failed(r, off, len, rc, "activity log");
-        switch (kind) {
-        case REPL_IO_WRITE:
-                rc = bs_write(r->bs, buf, len, off);
-                break;
-        case REPL_IO_ZERO:
-                rc = bs_write_zeroes(r->bs, off, len);
-                break;
-        case REPL_IO_UNMAP:
-                rc = bs_unmap(r->bs, off, len);
-                break;
-        default:
-                rc = -EINVAL;
-        }
+        rc = apply_local(r, kind, buf, off, len);
         if (rc < 0)
                 apply_failed(r, off, len, rc, "replicated write");
         repl_md_al_end(r->md, off, len);
         return rc;
+}
+
+/*
+ * Resync data on the SyncTarget bypasses the activity log: the source clears its bits only
+ * on our ack, and we ack resync data only after a flush (rx_state.flush_before_ack), so after
+ * a crash here the source's bitmap alone says what is still missing, and an interrupted resync
+ * resumes where it was instead of resending every extent we were writing.
+ */
+static int apply_resync(struct repl_lun *r, struct rx_state *st, uint32_t kind, const void *buf,
+                        uint64_t off, uint64_t len)
+{
+        /* The source persisted the union of both bitmaps before its first resync data: ours
+         * would only make a resumed resync send everything again. */
+        if (!st->bits_handed_over) {
+                repl_md_clear_dirty(r->md, 0, r->size_bytes);
+                int frc = repl_md_flush_bitmap(r->md);
+                if (frc < 0)
+                        return apply_failed(r, 0, 0, frc, "bitmap write");
+                st->bits_handed_over = true;
+        }
+        int rc = apply_local(r, kind, buf, off, len);
+        if (rc < 0)
+                return apply_failed(r, off, len, rc, "resync write");
+        st->flush_before_ack = true;
+        return 0;
 }
 
 static int protocol_error(struct repl_lun *r, const char *fmt, const char *what)
@@ -165,7 +194,8 @@ static int on_resync_data(struct repl_lun *r, struct rx_state *st, const struct 
         int rc = payload_in(st, rx->f.payload_len, &payload);
         if (rc < 0)
                 return rc;
-        rc = apply_change(r, m->zero ? REPL_IO_ZERO : REPL_IO_WRITE, payload, m->offset, m->length);
+        rc = apply_resync(r, st, m->zero ? REPL_IO_ZERO : REPL_IO_WRITE, payload, m->offset,
+                          m->length);
         if (rc == 0) {
                 pthread_mutex_lock(&r->lock);
                 r->resync_received += m->length;
@@ -245,6 +275,12 @@ static int flush_acks(struct repl_lun *r, struct rx_state *st)
 {
         if (!st->unacked)
                 return 0;
+        if (st->flush_before_ack) {
+                int rc = bs_flush(r->bs);
+                if (rc < 0) /* nothing since the last ack may count as done */
+                        return apply_failed(r, 0, 0, rc, "flush of resync data");
+                st->flush_before_ack = false;
+        }
         st->unacked = 0;
         return send_ack(r, st->pending_ack, 0);
 }
