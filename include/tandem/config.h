@@ -78,11 +78,11 @@ struct tdm_repl_cfg {
         char secret[TDM_CHAP_MAX];
         struct tdm_repl_node nodes[TDM_REPL_MAX_NODES];
         size_t n_nodes;
-        char metadata[4096];   /* metadata file; "" = <state_dir>/repl-<naa>.md */
-        uint32_t timeout_ms;   /* a silent peer is dropped from the ack set after this */
-        uint64_t resync_rate;  /* bytes/s, upper bound */
+        char metadata[4096];      /* metadata file; "" = <state_dir>/repl-<naa>.md */
+        uint32_t timeout_ms;      /* a silent peer is dropped from the ack set after this */
+        uint64_t resync_rate;     /* bytes/s, upper bound */
         uint64_t resync_min_rate; /* bytes/s the resync keeps even under live writes */
-        int split_brain;       /* enum repl_sb_policy */
+        int split_brain;          /* enum repl_sb_policy */
         char split_brain_node[64];
 };
 
