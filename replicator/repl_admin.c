@@ -297,11 +297,9 @@ static int do_skip_initial(struct repl_lun *r, void *arg, char *err, size_t errl
         r->decision = REPL_DECIDE_IN_SYNC;
         int rc = repl_persist(r);
         Tandem__Repl__SyncDone m = TANDEM__REPL__SYNC_DONE__INIT;
-        Tandem__Repl__Generations g = TANDEM__REPL__GENERATIONS__INIT;
-        uint64_t hist[2] = {r->sb.gen.history[0], r->sb.gen.history[1]};
-        g.current = r->sb.gen.current;
-        g.history = hist;
-        g.n_history = 2;
+        Tandem__Repl__Generations g;
+        uint64_t hist[2];
+        repl_gen_to_msg(&r->sb.gen, &g, hist);
         m.gen = &g;
         pthread_mutex_unlock(&r->lock);
         if (rc == 0)

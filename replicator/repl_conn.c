@@ -45,7 +45,7 @@ static void sleep_ms(struct repl_lun *r, unsigned ms)
         pthread_mutex_unlock(&r->lock);
 }
 
-static bool stopping(struct repl_lun *r)
+bool repl_stopping(struct repl_lun *r)
 {
         pthread_mutex_lock(&r->lock);
         bool s = r->stopping;
@@ -222,7 +222,7 @@ static void refuse_stray(struct repl_lun *r)
 
 /* ---- states ---- */
 
-static void gen_to_msg(const struct repl_gen *g, Tandem__Repl__Generations *m, uint64_t *hist)
+void repl_gen_to_msg(const struct repl_gen *g, Tandem__Repl__Generations *m, uint64_t *hist)
 {
         tandem__repl__generations__init(m);
         m->current = g->current;
@@ -263,7 +263,7 @@ int repl_send_state(struct repl_lun *r)
         m.block_size = r->lun->block_size;
         m.lun_naa = r->naa;
         m.lun_serial = r->serial;
-        gen_to_msg(&r->sb.gen, &g, hist);
+        repl_gen_to_msg(&r->sb.gen, &g, hist);
         m.gen = &g;
         m.role = r->sb.role;
         m.disk = r->sb.disk;
@@ -787,7 +787,7 @@ static void after_disconnect(struct repl_lun *r, bool standalone)
 void *repl_manager_main(void *arg)
 {
         struct repl_lun *r = arg;
-        while (!stopping(r)) {
+        while (!repl_stopping(r)) {
                 if (r->listen_fd < 0 && listen_open(r) < 0) {
                         pthread_mutex_lock(&r->lock);
                         repl_set_error(r, "cannot listen on %s:%u: %s", r->listen_host,

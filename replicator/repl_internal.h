@@ -164,6 +164,10 @@ void *repl_manager_main(void *arg);
 void repl_disconnect(struct repl_lun *r, const char *why);
 void repl_disconnect_gen(struct repl_lun *r, uint64_t gen, const char *why);
 int repl_send_state(struct repl_lun *r);
+bool repl_stopping(struct repl_lun *r);
+/* The wire form of generations; hist must hold 2 ids and live as long as m. */
+struct Tandem__Repl__Generations;
+void repl_gen_to_msg(const struct repl_gen *g, struct Tandem__Repl__Generations *m, uint64_t *hist);
 /* Identity and role on the data channel, ordered with the writes (first after connect,
  * and on every role change). */
 int repl_send_scsi_state(struct repl_lun *r);

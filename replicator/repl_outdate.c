@@ -100,14 +100,6 @@ static int outdate_once(struct repl_lun *r, uint64_t gen)
         return w.rc;
 }
 
-static bool stopping_now(struct repl_lun *r)
-{
-        pthread_mutex_lock(&r->lock);
-        bool s = r->stopping;
-        pthread_mutex_unlock(&r->lock);
-        return s;
-}
-
 void repl_outdate_peer(struct repl_lun *r)
 {
         pthread_mutex_lock(&r->send_lock);
@@ -118,7 +110,7 @@ void repl_outdate_peer(struct repl_lun *r)
                 return;
         int rc = -EAGAIN;
         bool warned = false;
-        while (!stopping_now(r)) {
+        while (!repl_stopping(r)) {
                 rc = outdate_once(r, gen);
                 if (rc == 0 || rc == -ENOTCONN || rc == -ECANCELED)
                         break;

@@ -195,12 +195,9 @@ static int send_sync_done(struct repl_lun *r)
         r->sync_done = r->sync_total;
         int rc = repl_persist(r);
         Tandem__Repl__SyncDone m = TANDEM__REPL__SYNC_DONE__INIT;
-        Tandem__Repl__Generations g = TANDEM__REPL__GENERATIONS__INIT;
-        uint64_t hist[2] = {r->sb.gen.history[0], r->sb.gen.history[1]};
-        g.current = r->sb.gen.current;
-        g.bitmap = r->sb.gen.bitmap;
-        g.history = hist;
-        g.n_history = 2;
+        Tandem__Repl__Generations g;
+        uint64_t hist[2];
+        repl_gen_to_msg(&r->sb.gen, &g, hist);
         m.gen = &g;
         pthread_mutex_unlock(&r->lock);
         if (rc == 0)

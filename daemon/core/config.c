@@ -526,26 +526,26 @@ static bool printable(const char *s)
         return true;
 }
 
-static bool instance_ok(const char *s)
+/* 1..max characters of A-Z a-z 0-9 - _ . (names that end up in files, sockets, messages). */
+static bool plain_name_ok(const char *s, size_t max)
 {
         size_t n = strlen(s);
-        if (n == 0 || n >= sizeof(((struct tdm_config *)0)->instance))
-                return false;
-        for (size_t i = 0; i < n; i++)
-                if (!isalnum((unsigned char)s[i]) && s[i] != '-' && s[i] != '_' && s[i] != '.')
-                        return false;
-        return s[0] != '.';
-}
-
-static bool serial_ok(const char *s)
-{
-        size_t n = strlen(s);
-        if (n == 0 || n > 32)
+        if (n == 0 || n > max)
                 return false;
         for (size_t i = 0; i < n; i++)
                 if (!isalnum((unsigned char)s[i]) && s[i] != '-' && s[i] != '_' && s[i] != '.')
                         return false;
         return true;
+}
+
+static bool instance_ok(const char *s)
+{
+        return plain_name_ok(s, sizeof(((struct tdm_config *)0)->instance) - 1) && s[0] != '.';
+}
+
+static bool serial_ok(const char *s)
+{
+        return plain_name_ok(s, 32);
 }
 
 int tdm_chap_check(const struct tdm_chap_cfg *chap, const char *field, char *err, size_t errlen)
@@ -716,13 +716,7 @@ static int validate_lun_unique(const struct tdm_config *cfg, size_t ti, size_t l
 /* Node names end up in messages and in discard-node-NAME: keep them plain. */
 static bool repl_node_name_ok(const char *s)
 {
-        size_t n = strlen(s);
-        if (n == 0 || n >= sizeof(((struct tdm_repl_node *)0)->name))
-                return false;
-        for (size_t i = 0; i < n; i++)
-                if (!isalnum((unsigned char)s[i]) && s[i] != '-' && s[i] != '_' && s[i] != '.')
-                        return false;
-        return true;
+        return plain_name_ok(s, sizeof(((struct tdm_repl_node *)0)->name) - 1);
 }
 
 /* 0.0.0.0 and :: bind every address, so they clash with any address on the same port. */
