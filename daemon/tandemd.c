@@ -208,6 +208,7 @@ int main(int argc, char **argv)
         int status = 1;
         char err[512] = "";
         main_loop = qb_loop_create();
+        cluster_set_fence_peer(cfg.cluster.fence_peer); /* before replicated LUNs start */
         if (tdm_registry_init(&cfg, path, err, sizeof(err)) < 0) {
                 log_err("%s: %s", path, err);
                 goto out_loop;

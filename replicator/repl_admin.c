@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "repl_alua.h"
 #include "repl_internal.h"
 #include "tandem/cluster.h"
 #include "tandem/log.h"
@@ -113,6 +114,7 @@ static int do_demote(struct repl_lun *r, void *arg, char *err, size_t errlen)
         }
         /* New commands are refused first; those already sent get their acks. */
         atomic_store(&r->lun->standby, true);
+        repl_alua_changed(r);
         pthread_mutex_unlock(&r->lock);
         if (!repl_writes_drained(r, DEMOTE_DRAIN_MS)) {
                 atomic_store(&r->lun->standby, false);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "repl_alua.h"
 #include "repl_internal.h"
 #include "tandem/log.h"
 #include "wire.h"
@@ -266,6 +267,7 @@ static int on_scsi_state(struct repl_lun *r, const struct repl_rx *rx)
                 return protocol_error(r, "peer's %s differs from this node's", "LUN identity");
         pthread_mutex_lock(&r->lock);
         r->peer.side.role = m->role == REPL_ROLE_PRIMARY ? REPL_ROLE_PRIMARY : REPL_ROLE_SECONDARY;
+        repl_alua_changed(r);
         pthread_mutex_unlock(&r->lock);
         return 0;
 }
@@ -477,6 +479,7 @@ static void on_peer_state(struct repl_lun *r, const Tandem__Repl__State *m)
 {
         pthread_mutex_lock(&r->lock);
         repl_peer_from_state(r, m);
+        repl_alua_changed(r);
         bool both_primary =
             r->peer.side.role == REPL_ROLE_PRIMARY && r->sb.role == REPL_ROLE_PRIMARY;
         if (r->conn == REPL_CONN_CONNECTED || r->conn == REPL_CONN_SYNC_SOURCE)

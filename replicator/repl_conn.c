@@ -19,6 +19,7 @@
 
 #include "auth.h"
 #include "tandem/cluster.h"
+#include "repl_alua.h"
 #include "repl_internal.h"
 #include "tandem/log.h"
 #include "wire.h"
@@ -652,6 +653,7 @@ static int establish(struct repl_lun *r, bool *standalone)
         }
         r->decision = d;
         r->link_up = true;
+        repl_alua_changed(r);
         r->split_brain = false;
         if (d == REPL_DECIDE_IN_SYNC || decision_is_source(d))
                 r->crashed_primary = false; /* what it may have left behind goes to the peer */
@@ -722,6 +724,13 @@ static void run_connected(struct repl_lun *r)
         join_thread(r->sync_thread, &r->sync_running);
 }
 
+void repl_go_on_without_peer_locked(struct repl_lun *r)
+{
+        repl_gen_new_current(&r->sb.gen, repl_gen_fresh());
+        if (r->sb.peer_disk == REPL_DISK_UPTODATE)
+                r->sb.peer_disk = REPL_DISK_OUTDATED;
+}
+
 void repl_disconnect_gen(struct repl_lun *r, uint64_t gen, const char *why)
 {
         /* One critical section: a late caller finds the generation moved on and leaves. */
@@ -735,10 +744,13 @@ void repl_disconnect_gen(struct repl_lun *r, uint64_t gen, const char *why)
         bool was_up = r->link_up;
         bool had_peer = r->in_ack_set;
         r->link_up = false;
+        repl_alua_changed(r);
         r->in_ack_set = false;
         /* With a cluster, a Primary's writes wait from now until the group outdated the peer:
          * set in the same critical section, so no write slips through local-only. */
-        if (had_peer && r->sb.role == REPL_ROLE_PRIMARY && cluster_enabled() && !r->stopping)
+        bool outdating =
+            had_peer && r->sb.role == REPL_ROLE_PRIMARY && cluster_enabled() && !r->stopping;
+        if (outdating)
                 r->outdating = true;
         if (r->data_fd >= 0)
                 shutdown(r->data_fd, SHUT_RDWR);
@@ -751,15 +763,15 @@ void repl_disconnect_gen(struct repl_lun *r, uint64_t gen, const char *why)
         }
         pthread_mutex_unlock(&r->send_lock);
         if (had_peer) {
-                /* Before any write completes without the peer: our data moves on. */
-                if (r->sb.role == REPL_ROLE_PRIMARY) {
-                        repl_gen_new_current(&r->sb.gen, repl_gen_fresh());
-                        if (r->sb.peer_disk == REPL_DISK_UPTODATE)
-                                r->sb.peer_disk = REPL_DISK_OUTDATED;
-                        pthread_mutex_lock(&r->send_lock);
-                        r->outdate_gen = r->sb.gen.current;
-                        pthread_mutex_unlock(&r->send_lock);
-                }
+                /* Before any write completes without the peer: our data moves on. In cluster
+                 * mode that waits for the outdate (repl_outdate_peer): if this node is the one
+                 * cut off and fenced, it comes back on the generation the survivor branched
+                 * from, a plain SyncTarget rather than a split brain. */
+                if (r->sb.role == REPL_ROLE_PRIMARY && !outdating)
+                        repl_go_on_without_peer_locked(r);
+                pthread_mutex_lock(&r->send_lock);
+                r->outdate_gen = r->sb.gen.current;
+                pthread_mutex_unlock(&r->send_lock);
                 repl_persist(r);
         }
         pthread_cond_broadcast(&r->cond);
@@ -779,6 +791,7 @@ static void after_disconnect(struct repl_lun *r, bool standalone)
                 r->want_connect = false;
         r->conn = r->want_connect && !r->stopping ? REPL_CONN_CONNECTING : REPL_CONN_STANDALONE;
         r->peer.known = false;
+        repl_alua_changed(r);
         r->sync_rate_bps = 0;
         r->dirty_at_disconnect = repl_md_dirty_bits(r->md) << REPL_MD_BIT_SHIFT;
         pthread_mutex_unlock(&r->lock);

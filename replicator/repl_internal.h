@@ -30,7 +30,6 @@
 #define REPL_VERIFY_CHUNK       (1024u * 1024)
 #define REPL_RECONNECT_MS       500
 #define REPL_CONNECT_TIMEOUT_MS 2000
-#define REPL_HOLD_MAX_MS        8000 /* writes held without quorum: below the 10 s I/O hold */
 
 /* What a data-channel message asks the peer to do. */
 enum repl_op_kind {
@@ -111,7 +110,8 @@ struct repl_lun {
         uint64_t inflight_bytes;
         /*
          * Cluster mode: after losing its peer a Primary holds writes (under send_lock) until
-         * the group has recorded the peer Outdated; held ones fail after REPL_HOLD_MAX_MS.
+         * the group has recorded the peer Outdated; held ones fail once replication.timeout plus
+         * the hold reach TDM_CLUSTER_IO_HOLD_MAX_MS.
          */
         bool outdating;
         struct repl_req *held_head, *held_tail;
@@ -162,6 +162,8 @@ void *repl_manager_main(void *arg);
  */
 #define REPL_GEN_ANY UINT64_MAX
 void repl_disconnect(struct repl_lun *r, const char *why);
+/* A Primary's data moves on without its peer: new current generation, peer Outdated. r->lock. */
+void repl_go_on_without_peer_locked(struct repl_lun *r);
 void repl_disconnect_gen(struct repl_lun *r, uint64_t gen, const char *why);
 int repl_send_state(struct repl_lun *r);
 bool repl_stopping(struct repl_lun *r);

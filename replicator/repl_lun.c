@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "repl_alua.h"
 #include "repl_internal.h"
 #include "tandem/config_repl.h"
 #include "tandem/log.h"
@@ -75,6 +76,46 @@ void repl_update_standby(struct repl_lun *r)
 {
         atomic_store_explicit(&r->lun->standby, r->sb.role != REPL_ROLE_PRIMARY,
                               memory_order_release);
+        repl_alua_changed(r);
+}
+
+/* ---- ALUA: each node is a target port group (id = node id) with one port (same id). ---- */
+
+/* The peer's group as this node knows it (r->lock held). */
+static enum scsi_alua_state peer_alua_state(const struct repl_lun *r)
+{
+        if (!r->link_up || !r->peer.known)
+                return SCSI_ALUA_UNAVAILABLE;
+        return r->peer.side.role == REPL_ROLE_PRIMARY ? SCSI_ALUA_ACTIVE_OPTIMIZED
+                                                      : SCSI_ALUA_STANDBY;
+}
+
+void repl_alua_changed(struct repl_lun *r)
+{
+        scsi_lun_alua_set_peer_state(r->lun, peer_alua_state(r));
+}
+
+/*
+ * The SCSI layer asks before it reports the groups (a worker thread, no lock held). A LUN
+ * found in the list cannot be destroyed meanwhile. Never waits: while an admin operation
+ * holds the list (a demote draining writes) or the LUN, the last published state stands;
+ * whoever holds them publishes what they change.
+ */
+static void alua_refresh(struct scsi_lun *lun)
+{
+        if (pthread_mutex_trylock(&all_lock) != 0)
+                return;
+        for (size_t i = 0; i < n_all; i++) {
+                struct repl_lun *r = all[i];
+                if (r->lun != lun)
+                        continue;
+                if (pthread_mutex_trylock(&r->lock) == 0) {
+                        repl_alua_changed(r);
+                        pthread_mutex_unlock(&r->lock);
+                }
+                break;
+        }
+        pthread_mutex_unlock(&all_lock);
 }
 
 static int endpoints(struct repl_lun *r, const struct tdm_repl_cfg *c, char *err, size_t errlen)
@@ -188,6 +229,8 @@ int repl_lun_create(struct scsi_lun *lun, const struct tdm_lun_cfg *cfg, const c
         scsi_lun_get(lun);
         lun->repl = r;
         repl_update_standby(r);
+        scsi_lun_alua_attach_peer(lun, (uint16_t)r->node_id, (uint16_t)r->peer_id,
+                                  SCSI_ALUA_UNAVAILABLE, alua_refresh);
         *out = r;
         return 0;
 }
@@ -261,6 +304,7 @@ void repl_lun_destroy(struct repl_lun *r)
 {
         if (!r)
                 return;
+        scsi_lun_alua_detach_peer(r->lun);
         lun_quiesce(r);
         list_del(r);
         if (r->listen_fd >= 0)

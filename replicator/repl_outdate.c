@@ -1,8 +1,11 @@
 /*
  * Cluster mode: a Primary drops a lost peer from its ack set only after the Corosync group
  * has recorded that peer Outdated (it then cannot be promoted), and only while this node is
- * quorate. Until then its writes are held; without quorum they fail after REPL_HOLD_MAX_MS
- * (NOT READY, state transition: initiators retry) rather than diverge.
+ * quorate. In a two_node cluster quorum proves nothing about a peer outside our membership
+ * (its side is quorate too), so there the peer must also be fenced first (the fence-peer
+ * handler). Until then its writes are held; past the hold bound (replication.timeout + hold
+ * = TDM_CLUSTER_IO_HOLD_MAX_MS) they fail (NOT READY, state transition: initiators retry)
+ * rather than diverge.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -11,6 +14,7 @@
 
 #include "repl_internal.h"
 #include "tandem/cluster.h"
+#include "tandem/config.h"
 #include "tandem/log.h"
 
 #define OUTDATE_TRY_MS   1000
@@ -38,6 +42,23 @@ static void complete_all(struct repl_lun *r, struct repl_req *list, int error)
         }
 }
 
+/* How long a write may stay held: it already waited replication.timeout for the peer. */
+static unsigned hold_max_ms(const struct repl_lun *r)
+{
+        unsigned t = r->cfg.timeout_ms;
+        return t < TDM_CLUSTER_IO_HOLD_MAX_MS ? TDM_CLUSTER_IO_HOLD_MAX_MS - t : 0;
+}
+
+/* Time left before the oldest held write fails (the whole bound when none is held). */
+static unsigned hold_left_ms(struct repl_lun *r)
+{
+        uint64_t now = tdm_now_ns(), max_ns = (uint64_t)hold_max_ms(r) * 1000000ull;
+        pthread_mutex_lock(&r->send_lock);
+        uint64_t age = r->held_head ? now - r->held_head->sent_ns : 0;
+        pthread_mutex_unlock(&r->send_lock);
+        return age >= max_ns ? 0 : (unsigned)((max_ns - age) / 1000000ull);
+}
+
 /* Held writes older than the bound fail: the group could not be told in time. */
 static void fail_old_held(struct repl_lun *r)
 {
@@ -45,7 +66,7 @@ static void fail_old_held(struct repl_lun *r)
         struct repl_req *old = NULL, **tail = &old;
         pthread_mutex_lock(&r->send_lock);
         while (r->held_head &&
-               now - r->held_head->sent_ns > (uint64_t)REPL_HOLD_MAX_MS * 1000000ull) {
+               now - r->held_head->sent_ns > (uint64_t)hold_max_ms(r) * 1000000ull) {
                 struct repl_req *req = r->held_head;
                 r->held_head = req->next;
                 req->next = NULL;
@@ -100,6 +121,38 @@ static int outdate_once(struct repl_lun *r, uint64_t gen)
         return w.rc;
 }
 
+#define FENCE_MIN_MS 500
+
+/*
+ * The Outdate was delivered, but the peer's node is outside our membership. With real quorum
+ * its side cannot promote; with two_node it can, unless it is fenced.
+ */
+static int confirm_unreachable_peer(struct repl_lun *r)
+{
+        if (!cluster_two_node())
+                return 0;
+        unsigned left = hold_left_ms(r);
+        return cluster_fence_peer(r->peer_id, r->peer_name,
+                                  left > FENCE_MIN_MS ? left : FENCE_MIN_MS);
+}
+
+static const char *outdate_failure(int rc)
+{
+        switch (rc) {
+        case -EAGAIN:
+                return "no quorum";
+        case -ENOENT:
+                return "two_node cluster and the peer is outside the membership, but "
+                       "cluster.fence_peer is not set: it cannot be fenced";
+        case -EIO:
+        case -ETIMEDOUT:
+                return "two_node cluster and the peer is outside the membership: fencing it "
+                       "failed";
+        default:
+                return strerror(-rc);
+        }
+}
+
 void repl_outdate_peer(struct repl_lun *r)
 {
         pthread_mutex_lock(&r->send_lock);
@@ -112,13 +165,15 @@ void repl_outdate_peer(struct repl_lun *r)
         bool warned = false;
         while (!repl_stopping(r)) {
                 rc = outdate_once(r, gen);
+                if (rc == CLUSTER_OUTDATE_PEER_UNREACHABLE)
+                        rc = confirm_unreachable_peer(r);
                 if (rc == 0 || rc == -ENOTCONN || rc == -ECANCELED)
                         break;
                 if (!warned) {
                         log_warn("replication %s lun %llu: cannot outdate node %u through the "
-                                 "cluster (%s): writes are held, and fail after %d ms",
+                                 "cluster (%s): writes are held, and fail after %u ms",
                                  r->iqn, (unsigned long long)r->lun_id, r->peer_id,
-                                 rc == -EAGAIN ? "no quorum" : strerror(-rc), REPL_HOLD_MAX_MS);
+                                 outdate_failure(rc), hold_max_ms(r));
                         warned = true;
                 }
                 fail_old_held(r);
@@ -129,6 +184,13 @@ void repl_outdate_peer(struct repl_lun *r)
                 log_notice("replication %s lun %llu: node %u is Outdated in the cluster; writes "
                            "go on without it",
                            r->iqn, (unsigned long long)r->lun_id, r->peer_id);
+                /* Before the first held write completes: the data moves on from here. */
+                pthread_mutex_lock(&r->lock);
+                if (r->sb.role == REPL_ROLE_PRIMARY) {
+                        repl_go_on_without_peer_locked(r);
+                        repl_persist(r);
+                }
+                pthread_mutex_unlock(&r->lock);
                 complete_all(r, take_held(r, true), 0);
                 return;
         }

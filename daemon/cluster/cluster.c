@@ -14,6 +14,7 @@
 #include <corosync/corotypes.h>
 #include <corosync/cpg.h>
 #include <corosync/quorum.h>
+#include <corosync/votequorum.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -64,6 +65,9 @@ static struct {
         bool joined;
         uint32_t cs_nodeid; /* corosync's nodeid for us, 0 until known */
         struct cluster_membership members;
+        /* corosync's ring (totem) membership: node ids, in CPG's delivery order */
+        uint32_t ring[CLUSTER_MAX_MEMBERS];
+        size_t n_ring;
 
         quorum_handle_t quorum;
         bool quorum_open;
@@ -87,7 +91,7 @@ static pthread_mutex_t inbox_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct outdate_req *inbox_head, *inbox_tail;
 static bool inbox_open;
 
-static atomic_bool enabled_flag, quorate_flag;
+static atomic_bool enabled_flag, quorate_flag, two_node_flag;
 
 static void reconnect_arm(void);
 static void cpg_drop(const char *why);
@@ -238,12 +242,39 @@ static void req_timer_fired(void *data)
                 req_finish(r, -ETIMEDOUT);
 }
 
+static bool ring_has(uint32_t nodeid)
+{
+        for (size_t i = 0; i < cl.n_ring; i++)
+                if (cl.ring[i] == nodeid)
+                        return true;
+        return false;
+}
+
+/* What our delivered Outdate proves about the peer (see cluster_outdate_peer). */
+static int delivered_outcome(uint32_t peer)
+{
+        if (!atomic_load(&quorate_flag))
+                return -EAGAIN;
+        uint32_t ids[CLUSTER_MAX_MEMBERS];
+        size_t n = cluster_membership_node_ids(&cl.members, ids, CLUSTER_MAX_MEMBERS);
+        for (size_t i = 0; i < n && i < CLUSTER_MAX_MEMBERS; i++)
+                if (ids[i] == peer)
+                        return 0;
+        if (ring_has(peer)) {
+                log_notice("cluster: node %" PRIu32 " has no tandemd in group %s but is in our "
+                           "membership: one partition",
+                           peer, cl.group);
+                return 0;
+        }
+        return CLUSTER_OUTDATE_PEER_UNREACHABLE;
+}
+
 /* Our own message came back in the agreed order. */
 static void req_delivered(uint64_t seq)
 {
         for (struct outdate_req *r = cl.pending; r; r = r->next)
                 if (r->seq == seq) {
-                        req_finish(r, atomic_load(&quorate_flag) ? 0 : -EAGAIN);
+                        req_finish(r, delivered_outcome(r->peer));
                         return;
                 }
         log_info("cluster: our message %" PRIu64 " came back after its request ended", seq);
@@ -404,6 +435,17 @@ static void on_confchg(cpg_handle_t handle, const struct cpg_name *group,
         }
 }
 
+/* The ring membership comes in the same ordered stream as the group's messages. */
+static void on_totem_confchg(cpg_handle_t handle, struct cpg_ring_id ring_id, uint32_t n,
+                             const uint32_t *list)
+{
+        (void)handle;
+        size_t take = n < CLUSTER_MAX_MEMBERS ? n : CLUSTER_MAX_MEMBERS;
+        memcpy(cl.ring, list, take * sizeof(*list));
+        cl.n_ring = take;
+        log_info("cluster: ring %" PRIu64 " has %" PRIu32 " node(s)", (uint64_t)ring_id.seq, n);
+}
+
 static int32_t cpg_ready(int32_t fd, int32_t revents, void *data)
 {
         (void)fd;
@@ -431,6 +473,7 @@ static void cpg_drop(const char *why)
         cl.cpg_fd = -1;
         cl.joined = false;
         cluster_membership_clear(&cl.members);
+        cl.n_ring = 0;
         snprintf(cl.last_error, sizeof(cl.last_error), "%s", why);
         pending_fail_all(-EAGAIN);
         /* The quorum connection shares corosync's fate; a fresh CPG connection re-checks ids. */
@@ -440,8 +483,11 @@ static void cpg_drop(const char *why)
 
 static int cpg_connect(void)
 {
-        cpg_model_v1_data_t model = {
-            .model = CPG_MODEL_V1, .cpg_deliver_fn = on_deliver, .cpg_confchg_fn = on_confchg};
+        cpg_model_v1_data_t model = {.model = CPG_MODEL_V1,
+                                     .cpg_deliver_fn = on_deliver,
+                                     .cpg_confchg_fn = on_confchg,
+                                     .cpg_totem_confchg_fn = on_totem_confchg,
+                                     .flags = CPG_MODEL_V1_DELIVER_INITIAL_TOTEM_CONF};
         cpg_handle_t h;
         cs_error_t cs = cpg_model_initialize(&h, CPG_MODEL_V1, (cpg_model_data_t *)&model, NULL);
         if (cs != CS_OK) {
@@ -477,6 +523,31 @@ static int cpg_connect(void)
 
 /* ---------------------------------------------------------------- quorum */
 
+/* votequorum's two_node flag; read at each quorum change (corosync reloads can change it). */
+static void refresh_two_node(void)
+{
+        votequorum_handle_t h;
+        struct votequorum_info info;
+        bool two = false;
+        if (votequorum_initialize(&h, NULL) != CS_OK)
+                return; /* no votequorum provider: keep what we knew */
+        if (votequorum_getinfo(h, cl.cs_nodeid, &info) == CS_OK)
+                two = (info.flags & VOTEQUORUM_INFO_TWONODE) != 0;
+        votequorum_finalize(h);
+        if (atomic_exchange(&two_node_flag, two) == two)
+                return;
+        log_notice("cluster: two_node is %s",
+                   two ? "on: a partition is decided by fencing" : "off");
+        if (two && !cluster_fence_peer_configured())
+                log_warn("cluster: two_node is on but cluster.fence_peer is not set: a Primary "
+                         "cannot go on without a peer that left the membership");
+}
+
+bool cluster_two_node(void)
+{
+        return atomic_load(&two_node_flag);
+}
+
 static void on_quorum(quorum_handle_t handle, uint32_t quorate, uint64_t ring_seq, uint32_t n_view,
                       uint32_t *view)
 {
@@ -489,6 +560,7 @@ static void on_quorum(quorum_handle_t handle, uint32_t quorate, uint64_t ring_se
         log_info("cluster: quorum %s, ring %" PRIu64 ", nodes: %s", quorate ? "yes" : "no",
                  ring_seq, ids);
         cl.quorum_says_quorate = quorate != 0;
+        refresh_two_node();
         publish_quorate();
 }
 
@@ -556,6 +628,7 @@ static int quorum_connect(void)
                 cl.quorum_fd = fd;
                 cl.quorum_open = true;
                 cl.quorum_says_quorate = quorate != 0;
+                refresh_two_node();
                 publish_quorate();
                 return 0;
         }
@@ -690,6 +763,7 @@ void cluster_stop(void)
         cl.joined = false;
         cl.cs_nodeid = 0;
         cluster_membership_clear(&cl.members);
+        cl.n_ring = 0;
         log_notice("cluster: left group %s", cl.group);
 }
 

@@ -56,4 +56,7 @@ bool cluster_membership_has(const struct cluster_membership *ms, uint32_t nodeid
 /* Distinct node ids, ascending; returns how many there are (ids receives at most max). */
 size_t cluster_membership_node_ids(const struct cluster_membership *ms, uint32_t *ids, size_t max);
 
+/* A fence-peer handler is configured (fence_peer.c). */
+bool cluster_fence_peer_configured(void);
+
 #endif

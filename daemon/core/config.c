@@ -1001,6 +1001,32 @@ static int validate_cluster(const struct tdm_config *cfg, char *err, size_t errl
                 return fail(err, errlen, -EINVAL, "node_id",
                             "must be set (1..255) when cluster.enabled is true; it must equal this "
                             "node's nodeid in corosync.conf");
+        if (c->fence_peer[0] && !path_absolute(c->fence_peer))
+                return fail(err, errlen, -EINVAL, "cluster.fence_peer",
+                            "must be an absolute path, got \"%s\"", c->fence_peer);
+        return 0;
+}
+
+/* The timer chain in cluster mode: a dead peer noticed within 2 s, writes held at most 10 s. */
+static int validate_cluster_timers(const struct tdm_config *cfg, char *err, size_t errlen)
+{
+        if (!cfg->cluster.enabled)
+                return 0;
+        for (size_t t = 0; t < cfg->n_targets; t++)
+                for (size_t l = 0; l < cfg->targets[t].n_luns; l++) {
+                        const struct tdm_lun_cfg *lun = &cfg->targets[t].luns[l];
+                        if (!lun->repl.enabled ||
+                            lun->repl.timeout_ms <= TDM_CLUSTER_REPL_TIMEOUT_MAX_MS)
+                                continue;
+                        char f[FIELD_MAX];
+                        snprintf(f, sizeof(f), "targets[%zu].luns[%zu].replication.timeout", t, l);
+                        return fail(err, errlen, -EINVAL, f,
+                                    "%u ms: with cluster.enabled a dead peer must be noticed "
+                                    "within %u ms (then writes are held until it is outdated, "
+                                    "%u ms in all at most)",
+                                    lun->repl.timeout_ms, TDM_CLUSTER_REPL_TIMEOUT_MAX_MS,
+                                    TDM_CLUSTER_IO_HOLD_MAX_MS);
+                }
         return 0;
 }
 /* ---- end cluster ---- */
@@ -1043,7 +1069,8 @@ int tdm_config_validate(const struct tdm_config *cfg, char *err, size_t errlen)
                 return rc;
         if ((rc = validate_iscsi(&cfg->iscsi, err, errlen)))
                 return rc;
-        if ((rc = validate_cluster(cfg, err, errlen))) /* cluster (issue 4) */
+        if ((rc = validate_cluster(cfg, err, errlen)) || /* cluster (issue 4) */
+            (rc = validate_cluster_timers(cfg, err, errlen)))
                 return rc;
         if ((rc = tdm_chap_check(&cfg->discovery_chap, "discovery.chap", err, errlen)))
                 return rc;
@@ -1564,7 +1591,7 @@ static int parse_targets(struct parser *p, const config_setting_t *s)
 /* ---- cluster (issue 4) ---- */
 static int parse_cluster(struct parser *p, const config_setting_t *s)
 {
-        static const char *const keys[] = {"enabled", "group", NULL};
+        static const char *const keys[] = {"enabled", "group", "fence_peer", NULL};
         struct tdm_cluster_cfg *c = &p->cfg->cluster;
         char f[FIELD_MAX];
         const config_setting_t *m;
@@ -1575,6 +1602,9 @@ static int parse_cluster(struct parser *p, const config_setting_t *s)
                 return rc;
         if ((m = member(s, "group", "cluster", f)) &&
             (rc = get_string(p, m, f, c->group, sizeof(c->group))))
+                return rc;
+        if ((m = member(s, "fence_peer", "cluster", f)) &&
+            (rc = get_string(p, m, f, c->fence_peer, sizeof(c->fence_peer))))
                 return rc;
         return 0;
 }
@@ -1794,10 +1824,13 @@ static void config_to_tree(const struct tdm_config *cfg, config_t *lc)
         if (cfg->node_id)
                 add_int(root, "node_id", cfg->node_id);
         /* ---- cluster (issue 4): written when it says anything but the defaults ---- */
-        if (cfg->cluster.enabled || strcmp(cfg->cluster.group, TDM_DEFAULT_CLUSTER_GROUP) != 0) {
+        if (cfg->cluster.enabled || strcmp(cfg->cluster.group, TDM_DEFAULT_CLUSTER_GROUP) != 0 ||
+            cfg->cluster.fence_peer[0]) {
                 config_setting_t *cl = config_setting_add(root, "cluster", CONFIG_TYPE_GROUP);
                 add_bool(cl, "enabled", cfg->cluster.enabled);
                 add_str(cl, "group", cfg->cluster.group);
+                if (cfg->cluster.fence_peer[0])
+                        add_str(cl, "fence_peer", cfg->cluster.fence_peer);
         }
         /* ---- end cluster ---- */
         config_setting_t *listen = config_setting_add(root, "listen", CONFIG_TYPE_ARRAY);

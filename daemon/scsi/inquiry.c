@@ -35,7 +35,9 @@ static enum scsi_reason inquiry_standard(struct scsi_task *task, uint32_t alloc_
         d[2] = 0x06;        /* SPC-4 */
         d[3] = 0x10 | 0x02; /* HISUP, response data format 2 */
         d[4] = STD_INQUIRY_LEN - 5;
-        d[7] = 0x02; /* CMDQUE */
+        if (task->lun)
+                d[5] = 0x10; /* TPGS 01b: implicit ALUA only (alua.c) */
+        d[7] = 0x02;         /* CMDQUE */
         put_ascii(d + 8, 8, SCSI_VENDOR_ID);
         put_ascii(d + 16, 16, task->lun ? task->lun->product : "");
         put_ascii(d + 32, 4, SCSI_PRODUCT_REV);

@@ -54,6 +54,7 @@ struct scsi_lun *scsi_lun_create(uint64_t id, struct bs_dev *bs, uint32_t block_
         scsi_stripes_init(&priv->stripes);
         lun->rel_port_id = 1;
         lun->tpg_id = 1;
+        scsi_lun_alua_init(lun);
         lun_default_identity(lun);
         return lun;
 }

@@ -4,7 +4,7 @@
  * OPERATION CODES: a bit the initiator may set) and REPORT SUPPORTED OPERATION CODES.
  *
  * Room is left (see the comments in the table) for PERSISTENT RESERVE IN/OUT,
- * REPORT TARGET PORT GROUPS, COMPARE AND WRITE and EXTENDED COPY.
+ * COMPARE AND WRITE and EXTENDED COPY.
  */
 #include "scsi/scsi_internal.h"
 
@@ -107,7 +107,9 @@ const struct scsi_opcode_entry scsi_opcode_table[] = {
            LBA4, 0, 0),
     ROW(0xa0, 12, F_IN | F_NOUA | F_SBY | F_RES, spc_report_luns, "REPORT LUNS", 0xa0, 0, 0xff, 0,
         0, 0, LBA4, 0, 0),
-    /* 0xa3/0x0a REPORT TARGET PORT GROUPS: ALUA issue. */
+    /* PARAMETER DATA FORMAT (byte 1 bits 7-5): the handler takes 000b and 001b. */
+    ROW_SA(0xa3, 0x0a, 12, F_IN | F_LUN | F_SBY | F_RES, spc_report_target_port_groups,
+           "REPORT TARGET PORT GROUPS", 0xa3, 0xea, 0, 0, 0, 0, LBA4, 0, 0),
     ROW_SA(0xa3, 0x0c, 12, F_IN | F_LUN | F_SBY | F_RES, spc_report_supported_opcodes,
            "REPORT SUPPORTED OPERATION CODES", 0xa3, 0x0c, 0x87, 0xff, 0xff, 0xff, LBA4, 0, 0),
     ROW(0xa8, 12, F_IN | F_LUN | F_SR, sbc_read12, "READ(12)", 0xa8, RW_FLAGS, LBA4, LBA4, GROUP,

@@ -64,6 +64,11 @@ struct scsi_lun_private {
         _Atomic uint64_t reserved_by; /* nexus holding a RESERVE(6/10) reservation, 0: none */
         struct scsi_stripes stripes;
         struct scsi_atomic_journal *journal; /* NULL: atomic writes of one block only */
+        /* ALUA (alua.c): the peer's group of a replicated LUN, and what was last reported. */
+        uint16_t alua_peer_id; /* peer's group and relative port; 0: no peer group */
+        _Atomic uint8_t alua_peer_state;
+        _Atomic(scsi_alua_refresh_fn) alua_refresh;
+        atomic_uint alua_published; /* SCSI_ALUA_PUB_* word, see alua.c */
 };
 
 static inline struct scsi_lun_private *scsi_lun_private(const struct scsi_lun *lun)
@@ -165,6 +170,27 @@ uint8_t scsi_sense_format(uint8_t *buf, size_t cap, enum scsi_reason reason,
                           const struct scsi_field_ptr *field, uint64_t info, bool info_valid,
                           bool descriptor);
 bool scsi_reason_has_sense(enum scsi_reason reason);
+
+/* alua.c */
+/* This node's group state as commands see it: standby or active/optimized. */
+static inline enum scsi_alua_state scsi_alua_local_state(bool standby)
+{
+        return standby ? SCSI_ALUA_STANDBY : SCSI_ALUA_ACTIVE_OPTIMIZED;
+}
+/* The local state last published (compared on every command: a change raises the UA). */
+static inline enum scsi_alua_state scsi_alua_published_local(const struct scsi_lun *lun)
+{
+        return (enum scsi_alua_state)(
+            atomic_load_explicit(&scsi_lun_private(lun)->alua_published, memory_order_relaxed) &
+            0x0f);
+}
+void scsi_lun_alua_init(struct scsi_lun *lun);
+/*
+ * Asks the replicator for the peer's state (the refresh callback), then publishes both
+ * groups' states, raising the attention on a change. From a worker holding no lock.
+ */
+void scsi_alua_notice_change(struct scsi_lun *lun);
+enum scsi_reason spc_report_target_port_groups(struct scsi_task *task);
 
 /* ua.c: unit attentions of one nexus for one LUN. */
 enum scsi_reason scsi_ua_take(struct scsi_nexus *nx, struct scsi_lun *lun);

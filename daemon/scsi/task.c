@@ -29,13 +29,16 @@ static enum scsi_reason unsupported_command(struct scsi_task *task)
 /* Checks of the command against the state of the LUN: attentions, reservation, write protect. */
 static enum scsi_reason task_admit(struct scsi_task *task, const struct scsi_opcode_entry *e)
 {
+        bool standby = atomic_load_explicit(&task->lun->standby, memory_order_acquire);
+        /* This node's port group changed state (promote, demote): every nexus hears of it. */
+        if (scsi_alua_local_state(standby) != scsi_alua_published_local(task->lun))
+                scsi_alua_notice_change(task->lun);
         if (task->nexus && !(e->flags & SCSI_F_NO_UA)) {
                 enum scsi_reason ua = scsi_ua_take(task->nexus, task->lun);
                 if (ua != SCSI_OK)
                         return ua;
         }
-        if (atomic_load_explicit(&task->lun->standby, memory_order_acquire) &&
-            !(e->flags & SCSI_F_OK_ON_STANDBY))
+        if (standby && !(e->flags & SCSI_F_OK_ON_STANDBY))
                 return SR_NOT_READY_STANDBY;
         enum scsi_reason r = scsi_cdb_check_usage(task, e);
         if (r == SCSI_OK)

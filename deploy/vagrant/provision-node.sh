@@ -72,7 +72,7 @@ targets = (
           nodes = (
 $repl_nodes
           );
-          timeout = 5000;
+          timeout = 2000;
           resync_rate = "100M";
           resync_min_rate = "10M";
           split_brain = "disconnect";

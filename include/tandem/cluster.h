@@ -49,8 +49,15 @@ size_t cluster_members(uint32_t *ids, size_t max);
  * Asks the group to record that node `peer` is Outdated for LUN naa (32 hex digits) at
  * generation gen (our current data id). cb(arg, rc) is called exactly once on the control
  * thread, never from within this call:
- *   0           our message came back in the agreed order while we are quorate: it was
- *               delivered to every member of the current membership;
+ *   0           our message came back in the agreed order while we are quorate, and the
+ *               peer is on our side: its tandemd is a group member (so it got the message and
+ *               outdates itself) or at least its node is in our corosync membership (one
+ *               partition: our Pacemaker decides what that node may do);
+ *   CLUSTER_OUTDATE_PEER_UNREACHABLE
+ *               delivered while quorate, but the peer's node is not in our membership: it
+ *               may be dead or on the other side of a partition. With real quorum that side
+ *               cannot promote; in a two_node cluster both sides are quorate, so the caller
+ *               must also have the peer fenced (cluster_fence_peer) before going on;
  *   -EAGAIN     not quorate or not connected (at send or at delivery), or the connection
  *               to corosync was lost before delivery;
  *   -ETIMEDOUT  not delivered within timeout_ms (counted from this call);
@@ -59,8 +66,28 @@ size_t cluster_members(uint32_t *ids, size_t max);
  * > 255 or our own id, timeout 0, no cb), -ENOTCONN (cluster not started) or -ENOMEM; then
  * cb is never called.
  */
+#define CLUSTER_OUTDATE_PEER_UNREACHABLE 1
 int cluster_outdate_peer(const char *naa, uint32_t peer, uint64_t gen, unsigned timeout_ms,
                          void (*cb)(void *arg, int rc), void *arg);
+
+/*
+ * votequorum says this is a two_node cluster: one node alone is quorate, so quorum cannot
+ * tell the two sides of a partition apart and only fencing can. Any thread (atomic).
+ */
+bool cluster_two_node(void);
+
+/*
+ * The fence-peer handler (tandem.conf cluster.fence_peer, an absolute path; "" for none),
+ * set once at startup before any replicated LUN starts.
+ */
+void cluster_set_fence_peer(const char *path);
+/*
+ * Runs the handler as `HANDLER PEER_NAME PEER_ID` (environment TANDEM_FENCE_TIMEOUT_MS) and
+ * waits for it: exit status 0 means the peer's node is powered off (fenced) or was within
+ * the last minute. Killed after timeout_ms. Returns 0, -ENOENT (no handler configured),
+ * -ETIMEDOUT, or -EIO (it failed; its status is logged). Any thread; blocks the caller.
+ */
+int cluster_fence_peer(uint32_t peer, const char *peer_name, unsigned timeout_ms);
 
 /*
  * The replicator's handler: called (control thread) when a delivered Outdate message

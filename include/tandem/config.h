@@ -53,7 +53,7 @@ struct tdm_chap_cfg {
 
 #define TDM_REPL_MAX_NODES          2 /* this node and one peer per replicated LUN (for now) */
 #define TDM_REPL_SECRET_MIN         12
-#define TDM_DEFAULT_REPL_TIMEOUT_MS 5000u
+#define TDM_DEFAULT_REPL_TIMEOUT_MS 2000u
 #define TDM_REPL_TIMEOUT_MAX_MS     10000u /* well below the initiators' 15 s abort timer */
 #define TDM_REPL_TIMEOUT_MIN_MS     200u
 #define TDM_DEFAULT_RESYNC_RATE     (100ull * 1024 * 1024) /* bytes/s */
@@ -138,7 +138,17 @@ struct tdm_iscsi_cfg {
 struct tdm_cluster_cfg {
         bool enabled;
         char group[64]; /* CPG group name; default "tandem" */
+        /*
+         * Absolute path of the fence-peer handler ("" none). A two_node cluster needs it: a
+         * Primary whose peer left the membership holds writes until the handler says the peer
+         * is fenced (see include/tandem/cluster.h).
+         */
+        char fence_peer[4096];
 };
+/* In cluster mode a dead peer must be noticed within 2 s (replication.timeout at most this). */
+#define TDM_CLUSTER_REPL_TIMEOUT_MAX_MS 2000u
+/* Writes of a Primary are never held longer than this: replication.timeout + the hold. */
+#define TDM_CLUSTER_IO_HOLD_MAX_MS 10000u
 
 struct tdm_config {
         char listen[TDM_MAX_LISTEN][128]; /* "ADDR:PORT" or "[V6]:PORT" */

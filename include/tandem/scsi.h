@@ -89,6 +89,27 @@ enum scsi_ua_kind {
         SCSI_UA_KINDS
 };
 
+/*
+ * ALUA asymmetric access states (SPC-5 5.16.2.4), as REPORT TARGET PORT GROUPS codes them.
+ * tandem reports active/optimized, standby and unavailable.
+ */
+enum scsi_alua_state {
+        SCSI_ALUA_ACTIVE_OPTIMIZED = 0x0,
+        SCSI_ALUA_ACTIVE_NON_OPTIMIZED = 0x1,
+        SCSI_ALUA_STANDBY = 0x2,
+        SCSI_ALUA_UNAVAILABLE = 0x3,
+        SCSI_ALUA_OFFLINE = 0xe,
+        SCSI_ALUA_TRANSITIONING = 0xf,
+};
+
+struct scsi_lun;
+/*
+ * Asks the owner of a replicated LUN (the replicator) to publish the peer group's current
+ * state with scsi_lun_alua_set_peer_state() now. Called by the SCSI layer from an iSCSI
+ * worker holding no lock, before it reports the groups; it must not block for long.
+ */
+typedef void (*scsi_alua_refresh_fn)(struct scsi_lun *lun);
+
 struct scsi_lun_stats {
         atomic_uint_fast64_t reads, writes, other;
         atomic_uint_fast64_t read_bytes, write_bytes;
@@ -115,8 +136,8 @@ struct scsi_lun {
         atomic_bool removal_prevented;
         atomic_uint ua_gen[SCSI_UA_KINDS]; /* bumped when a UA must be raised on every nexus */
         _Atomic(uint64_t) ua_origin[SCSI_UA_KINDS]; /* nexus id that caused it: it gets no UA */
-        uint16_t rel_port_id;                       /* relative target port identifier */
-        uint16_t tpg_id;                            /* target port group */
+        uint16_t rel_port_id; /* relative target port identifier (replicated: node id) */
+        uint16_t tpg_id;      /* this node's target port group (replicated: node id) */
         /*
          * Replication (NULL: a local LUN). While standby is set (a Secondary), commands
          * without SCSI_F_OK_ON_STANDBY fail with NOT READY, TARGET PORT IN STANDBY STATE.
@@ -279,6 +300,29 @@ struct scsi_lun *scsi_lun_create(uint64_t id, struct bs_dev *bs, uint32_t block_
 void scsi_lun_get(struct scsi_lun *lun);
 void scsi_lun_put(struct scsi_lun *lun);
 void scsi_lun_raise_ua(struct scsi_lun *lun, enum scsi_ua_kind kind, uint64_t origin_nexus);
+
+/*
+ * ALUA (daemon/scsi/alua.c). Every LUN has this node's target port group, tpg_id, with one
+ * target port, rel_port_id: active/optimized, or standby while lun->standby is set. A
+ * replicated LUN has a second group, the peer node's, with one port; the replicator keeps
+ * its state current. Every change of either group's state raises ASYMMETRIC ACCESS STATE
+ * CHANGED on every I_T nexus of the LUN, once per change.
+ *
+ * scsi_lun_alua_attach_peer: before the LUN serves commands. This node's group and port
+ * become local_id, the peer's group and port peer_id (the replicator uses node ids);
+ * refresh may be NULL. Nothing is raised for the initial states.
+ */
+void scsi_lun_alua_attach_peer(struct scsi_lun *lun, uint16_t local_id, uint16_t peer_id,
+                               enum scsi_alua_state peer_state, scsi_alua_refresh_fn refresh);
+/* No more refresh calls return after this (the replicator is going away). */
+void scsi_lun_alua_detach_peer(struct scsi_lun *lun);
+/*
+ * Publishes the peer group's state as this node knows it now, and this node's (from
+ * lun->standby): a change of either raises the attention. Any thread; takes no lock and
+ * never calls refresh. Commands notice a change of lun->standby by themselves (on the next
+ * command), so after a role change this only makes the attention immediate.
+ */
+void scsi_lun_alua_set_peer_state(struct scsi_lun *lun, enum scsi_alua_state state);
 /*
  * Gives the LUN a journal file for WRITE ATOMIC (created if missing; records a crash left
  * behind are written to the medium first). Without one a LUN guarantees atomicity of a

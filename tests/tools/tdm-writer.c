@@ -47,6 +47,7 @@
 #define JOURNAL_REC_LEN  24
 #define JOURNAL_FLUSH_NS (100 * 1000000ull)
 #define REC_ISSUE        1
+#define MAX_UA_RETRIES   8 /* per write: more means the target keeps raising them */
 #define REC_ACK          2
 
 #define MAX_REPORTED_PROBLEMS 20
@@ -104,6 +105,7 @@ struct io {
         uint64_t seq;
         uint64_t start_ns;
         unsigned char *buf;
+        unsigned ua_retries; /* this write's re-sends after a unit attention */
 };
 
 struct run {
@@ -123,6 +125,7 @@ struct run {
         uint64_t last_progress_ns;
         uint64_t last_forced_reconnect_ns;
         unsigned forced_reconnects;
+        unsigned ua_retries; /* writes re-sent after a unit attention, as initiators do */
         bool fatal;
         /* verify */
         uint64_t checked, lost, corrupt, unwritten, reported;
@@ -444,6 +447,20 @@ static uint64_t pick_slot(struct run *r)
         return s;
 }
 
+static int send_write(struct run *r, struct io *io);
+
+/* A unit attention means the command was not run (SAM-5): send it again, like initiators do. */
+static bool resend_after_unit_attention(struct run *r, struct io *io, int status,
+                                        const struct scsi_task *task)
+{
+        if (status != SCSI_STATUS_CHECK_CONDITION || !task ||
+            task->sense.key != SCSI_SENSE_UNIT_ATTENTION || io->ua_retries >= MAX_UA_RETRIES)
+                return false;
+        io->ua_retries++;
+        r->ua_retries++;
+        return send_write(r, io) == 0;
+}
+
 static void write_done(struct iscsi_context *iscsi, int status, void *command_data, void *priv)
 {
         struct io *io = priv;
@@ -451,6 +468,10 @@ static void write_done(struct iscsi_context *iscsi, int status, void *command_da
         struct run *r = io->run;
 
         (void)iscsi;
+        if (resend_after_unit_attention(r, io, status, task)) {
+                scsi_free_scsi_task(task);
+                return;
+        }
         io->busy = false;
         r->inflight--;
         r->rg->busy[io->slot] = false;
@@ -469,11 +490,25 @@ static void write_done(struct iscsi_context *iscsi, int status, void *command_da
         scsi_free_scsi_task(task);
 }
 
+static int send_write(struct run *r, struct io *io)
+{
+        struct region *rg = r->rg;
+        uint64_t lba = rg->lba_start + io->slot * rg->io_blocks;
+        struct scsi_task *task = iscsi_write16_task(
+            r->iscsi, r->lun, lba, io->buf, rg->io_blocks * rg->block_size, (int)rg->block_size, 0,
+            0, r->opt->fua ? 1 : 0, 0, 0, write_done, io);
+        if (task == NULL) {
+                fprintf(stderr, "tdm-writer: cannot queue WRITE(16): %s\n",
+                        iscsi_get_error(r->iscsi));
+                return -EIO;
+        }
+        return 0;
+}
+
 static int issue_write(struct run *r)
 {
         struct region *rg = r->rg;
         struct io *io = io_get(r);
-        struct scsi_task *task;
 
         if (io == NULL)
                 return 0;
@@ -486,14 +521,9 @@ static int issue_write(struct run *r)
                             lba + i, io->seq);
         rg->issued_seq[io->slot] = io->seq;
         journal_record(r->jr, REC_ISSUE, io->slot, io->seq);
-        task = iscsi_write16_task(r->iscsi, r->lun, lba, io->buf, rg->io_blocks * rg->block_size,
-                                  (int)rg->block_size, 0, 0, r->opt->fua ? 1 : 0, 0, 0, write_done,
-                                  io);
-        if (task == NULL) {
-                fprintf(stderr, "tdm-writer: cannot queue WRITE(16): %s\n",
-                        iscsi_get_error(r->iscsi));
+        io->ua_retries = 0;
+        if (send_write(r, io) < 0)
                 return -EIO;
-        }
         io->busy = true;
         rg->busy[io->slot] = true;
         r->inflight++;
@@ -565,10 +595,10 @@ static int write_loop(struct run *r)
         double secs = (double)(now_ns() - start) / 1e9;
         printf("tdm-writer: mode=write writes=%" PRIu64 " acked=%" PRIu64 " errors=%" PRIu64
                " inflight_at_end=%u elapsed_s=%.1f iops=%.0f max_latency_ms=%.0f"
-               " max_stall_ms=%.0f forced_reconnects=%u\n",
+               " max_stall_ms=%.0f forced_reconnects=%u ua_retries=%u\n",
                r->issued, r->acked, r->errors, r->inflight, secs,
                secs > 0 ? (double)r->acked / secs : 0.0, (double)r->max_latency_ns / 1e6,
-               (double)r->max_stall_ns / 1e6, r->forced_reconnects);
+               (double)r->max_stall_ns / 1e6, r->forced_reconnects, r->ua_retries);
         fflush(stdout);
         return r->fatal ? -EIO : 0;
 }

@@ -1264,6 +1264,55 @@ START_TEST(test_cluster_group)
         tdm_config_free(&a);
 }
 END_TEST
+
+/* fence_peer: an absolute path, saved and loaded; the cluster's timer chain is checked. */
+START_TEST(test_cluster_fence_peer_and_timers)
+{
+        struct tdm_config a, b;
+        char err[512] = "";
+        char *dir = make_tmpdir();
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/t.conf", dir);
+        ck_assert_int_eq(tdm_config_parse_string("node_id = 1; cluster = { enabled = true; "
+                                                 "fence_peer = \"/usr/lib/tandem/fp\"; };",
+                                                 &a, err, sizeof(err)),
+                         0);
+        ck_assert_str_eq(a.cluster.fence_peer, "/usr/lib/tandem/fp");
+        ck_assert_int_eq(tdm_config_save(path, &a, err, sizeof(err)), 0);
+        ck_assert_int_eq(tdm_config_load(path, &b, err, sizeof(err)), 0);
+        ck_assert_str_eq(b.cluster.fence_peer, "/usr/lib/tandem/fp");
+        tdm_config_free(&a);
+        tdm_config_free(&b);
+        rm_tree(dir);
+        free(dir);
+
+        ck_assert_int_eq(tdm_config_parse_string("node_id = 1; cluster = { fence_peer = \"fp\"; };",
+                                                 &a, err, sizeof(err)),
+                         -EINVAL);
+        ck_assert_str_eq(err, "cluster.fence_peer: must be an absolute path, got \"fp\"");
+
+        /* Default timeout (2000 ms) and 2000 pass in cluster mode; 2001 names the field. */
+        ck_assert_int_eq(
+            tdm_config_parse_string(RCFG(RSECRET RNODES) " cluster = { enabled = true; };", &a, err,
+                                    sizeof(err)),
+            0);
+        ck_assert_uint_eq(a.targets[0].luns[0].repl.timeout_ms, 2000);
+        tdm_config_free(&a);
+        ck_assert_int_eq(
+            tdm_config_parse_string(
+                RCFG(RSECRET RNODES "timeout = 2001;") " cluster = { enabled = true; };", &a, err,
+                sizeof(err)),
+            -EINVAL);
+        ck_assert_ptr_nonnull(strstr(err, "targets[0].luns[0].replication.timeout: 2001 ms: with "
+                                          "cluster.enabled a dead peer must be noticed within "
+                                          "2000 ms"));
+        /* Without the cluster the wider range stands. */
+        ck_assert_int_eq(
+            tdm_config_parse_string(RCFG(RSECRET RNODES "timeout = 5000;"), &a, err, sizeof(err)),
+            0);
+        tdm_config_free(&a);
+}
+END_TEST
 /* ---- end cluster ---- */
 
 static Suite *config_suite(void)
@@ -1291,6 +1340,7 @@ static Suite *config_suite(void)
         tcase_add_test(tc, test_repl_round_trip);
         tcase_add_test(tc, test_repl_edits);
         tcase_add_test(tc, test_cluster_group); /* cluster (issue 4) */
+        tcase_add_test(tc, test_cluster_fence_peer_and_timers);
         suite_add_tcase(s, tc);
         return s;
 }

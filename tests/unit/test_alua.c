@@ -1,0 +1,322 @@
+/*
+ * ALUA: standard INQUIRY TPGS, REPORT TARGET PORT GROUPS for a local LUN and for a
+ * replicated LUN in each role, allocation-length truncation, the extended header, and the
+ * ASYMMETRIC ACCESS STATE CHANGED unit attention.
+ */
+#include "test_scsi_harness.h"
+
+static const uint8_t tur[6] = {0};
+
+static struct scsi_task *rtpg_on(struct scsi_nexus *nx, uint8_t format, uint32_t alloc)
+{
+        uint8_t cdb[12] = {0xa3, (uint8_t)(format << 5 | 0x0a)};
+        put_be32(cdb + 6, alloc);
+        return h_run_on(nx, cdb, 12, NULL, 0, alloc);
+}
+
+static struct scsi_task *rtpg(uint8_t format, uint32_t alloc)
+{
+        return rtpg_on(&h.nx, format, alloc);
+}
+
+/* A descriptor as the test expects it: group id, state, supported bits, status, port. */
+struct want_group {
+        uint16_t id;
+        uint8_t state;
+        uint8_t supported;
+        uint8_t status;
+        uint16_t port;
+};
+
+static void assert_group(const uint8_t *p, const struct want_group *w)
+{
+        ck_assert_msg(p[0] == w->state, "group %u: byte 0 %02x, want %02x (PREF 0)", w->id, p[0],
+                      w->state);
+        ck_assert_int_eq(p[1], w->supported);
+        ck_assert_uint_eq(get_be16(p + 2), w->id);
+        ck_assert_int_eq(p[4], 0);
+        ck_assert_msg(p[5] == w->status, "group %u: status code %02x, want %02x", w->id, p[5],
+                      w->status);
+        ck_assert_int_eq(p[6], 0);
+        ck_assert_int_eq(p[7], 1); /* one target port */
+        ck_assert_uint_eq(get_be16(p + 8), 0);
+        ck_assert_uint_eq(get_be16(p + 10), w->port);
+}
+
+/* Length-only format with the given groups, whole reply. */
+static void assert_rtpg(const struct want_group *groups, unsigned n)
+{
+        struct scsi_task *t = rtpg(0, 1024);
+        h_assert_good(t);
+        ck_assert_uint_eq(t->xfer_len, 4 + 12 * n);
+        ck_assert_uint_eq(get_be32(t->data_in), 12 * n);
+        for (unsigned i = 0; i < n; i++)
+                assert_group(t->data_in + 4 + 12 * i, &groups[i]);
+}
+
+enum { AO = 0x0, S = 0x2, U = 0x3 };
+#define SUP_REPL 0x0d /* AO_SUP | S_SUP | U_SUP */
+
+/* This node is node 1 (Primary), the peer node 2 (Secondary, connected). */
+static void make_primary_of_pair(void)
+{
+        scsi_lun_alua_attach_peer(h.lun, 1, 2, SCSI_ALUA_STANDBY, NULL);
+        atomic_store(&h.lun->standby, false);
+        h_clear_ua(&h.nx);
+        h_clear_ua(&h.nx2);
+}
+
+/* This node is node 2 (Secondary), the peer node 1 (Primary, connected). */
+static void make_secondary_of_pair(void)
+{
+        atomic_store(&h.lun->standby, true);
+        scsi_lun_alua_attach_peer(h.lun, 2, 1, SCSI_ALUA_ACTIVE_OPTIMIZED, NULL);
+        h_clear_ua(&h.nx);
+        h_clear_ua(&h.nx2);
+}
+
+START_TEST(inquiry_reports_implicit_alua)
+{
+        uint8_t cdb[6] = {0x12, 0, 0, 0, 96, 0};
+        struct scsi_task *t = h_run(cdb, 6, NULL, 0, 96);
+        h_assert_good(t);
+        ck_assert_int_eq(t->data_in[5] & 0x30, 0x10); /* TPGS 01b */
+}
+END_TEST
+
+START_TEST(local_lun_one_active_group)
+{
+        h_clear_ua(&h.nx);
+        struct want_group g = {1, AO, 0x01, 0x00, 1};
+        assert_rtpg(&g, 1);
+        /* The VPD 0x83 port designators name the same group and port. */
+        ck_assert_uint_eq(h.lun->tpg_id, 1);
+        ck_assert_uint_eq(h.lun->rel_port_id, 1);
+}
+END_TEST
+
+START_TEST(primary_of_pair)
+{
+        make_primary_of_pair();
+        ck_assert_uint_eq(h.lun->tpg_id, 1);
+        ck_assert_uint_eq(h.lun->rel_port_id, 1);
+        struct want_group g[2] = {{1, AO, SUP_REPL, 0, 1}, {2, S, SUP_REPL, 0, 2}};
+        assert_rtpg(g, 2);
+        /* Nothing was raised for the initial states. */
+        h_assert_good(h_run(tur, 6, NULL, 0, 0));
+        h_assert_good(h_read10(0, 1));
+}
+END_TEST
+
+START_TEST(secondary_of_pair)
+{
+        make_secondary_of_pair();
+        ck_assert_uint_eq(h.lun->tpg_id, 2);
+        ck_assert_uint_eq(h.lun->rel_port_id, 2);
+        /* Lowest group id first: the peer's. RTPG works in standby. */
+        struct want_group g[2] = {{1, AO, SUP_REPL, 0, 1}, {2, S, SUP_REPL, 0, 2}};
+        assert_rtpg(g, 2);
+        h_assert_sense(h_read10(0, 1), 0x2, 0x04, 0x0b);
+        h_assert_good(h_run(tur, 6, NULL, 0, 0));
+}
+END_TEST
+
+START_TEST(peer_not_connected_is_unavailable)
+{
+        make_primary_of_pair();
+        scsi_lun_alua_set_peer_state(h.lun, SCSI_ALUA_UNAVAILABLE);
+        h_assert_sense(h_run(tur, 6, NULL, 0, 0), 0x6, 0x2a, 0x06);
+        struct want_group g[2] = {{1, AO, SUP_REPL, 0, 1}, {2, U, SUP_REPL, 0x02, 2}};
+        assert_rtpg(g, 2);
+}
+END_TEST
+
+START_TEST(allocation_length_truncates)
+{
+        make_primary_of_pair();
+        struct scsi_task *t = rtpg(0, 1024);
+        h_assert_good(t);
+        uint8_t full[28];
+        ck_assert_uint_eq(t->xfer_len, sizeof(full));
+        memcpy(full, t->data_in, sizeof(full));
+        const uint32_t lens[] = {0, 2, 4, 5, 16, 27, 28, 29};
+        for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+                t = rtpg(0, lens[i]);
+                h_assert_good(t);
+                uint32_t want = lens[i] < sizeof(full) ? lens[i] : (uint32_t)sizeof(full);
+                ck_assert_uint_eq(t->xfer_len, want);
+                ck_assert_uint_eq(t->data_in_len, want);
+                if (want)
+                        ck_assert_mem_eq(t->data_in, full, want);
+        }
+}
+END_TEST
+
+START_TEST(extended_header)
+{
+        make_secondary_of_pair();
+        struct scsi_task *t = rtpg(1, 1024);
+        h_assert_good(t);
+        const uint8_t *d = t->data_in;
+        ck_assert_uint_eq(t->xfer_len, 8 + 24);
+        ck_assert_uint_eq(get_be32(d), 4 + 24); /* everything after the length field */
+        ck_assert_int_eq(d[4], 0x10);           /* FORMAT TYPE 001b */
+        ck_assert_int_eq(d[5], 10);             /* IMPLICIT TRANSITION TIME */
+        ck_assert_int_eq(d[6], 0);
+        ck_assert_int_eq(d[7], 0);
+        struct want_group g[2] = {{1, AO, SUP_REPL, 0, 1}, {2, S, SUP_REPL, 0, 2}};
+        assert_group(d + 8, &g[0]);
+        assert_group(d + 20, &g[1]);
+        t = rtpg(1, 6);
+        h_assert_good(t);
+        ck_assert_uint_eq(t->xfer_len, 6);
+        ck_assert_int_eq(t->data_in[5], 10);
+}
+END_TEST
+
+START_TEST(bad_parameter_data_format)
+{
+        h_clear_ua(&h.nx);
+        for (uint8_t f = 2; f < 8; f++)
+                h_assert_invalid_cdb(rtpg(f, 1024), 1, 7);
+        /* A reserved CDB byte. */
+        uint8_t cdb[12] = {0xa3, 0x0a, 0x01, 0, 0, 0, 0, 0, 0x04, 0, 0, 0};
+        h_assert_invalid_cdb(h_run(cdb, 12, NULL, 0, 1024), 2, 0);
+}
+END_TEST
+
+START_TEST(rtpg_needs_a_lun)
+{
+        struct scsi_task *t = &h.task;
+        scsi_task_release(t);
+        memset(t, 0, sizeof(*t));
+        uint8_t cdb[12] = {0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0};
+        memcpy(t->cdb, cdb, 12);
+        t->nexus = &h.nx;
+        t->target = h.target;
+        t->lun_id = 9;
+        t->expected_len = 256;
+        scsi_task_execute(t);
+        h_assert_sense(t, 0x5, 0x25, 0x00);
+}
+END_TEST
+
+/* A role change (this node's standby flag) reaches every nexus once, at its next command. */
+START_TEST(ua_once_after_local_change)
+{
+        make_primary_of_pair();
+        atomic_store(&h.lun->standby, true); /* demoted: the replicator flips standby */
+        h_assert_sense(h_run(tur, 6, NULL, 0, 0), 0x6, 0x2a, 0x06);
+        h_assert_good(h_run(tur, 6, NULL, 0, 0));
+        h_assert_sense(h_run_on(&h.nx2, tur, 6, NULL, 0, 0), 0x6, 0x2a, 0x06);
+        h_assert_good(h_run_on(&h.nx2, tur, 6, NULL, 0, 0));
+        /* Reads now get standby; the group that changed says so (02h: implicit). */
+        h_assert_sense(h_read10(0, 1), 0x2, 0x04, 0x0b);
+        struct want_group g[2] = {{1, S, SUP_REPL, 0x02, 1}, {2, S, SUP_REPL, 0, 2}};
+        assert_rtpg(g, 2);
+        /* The peer is promoted: one more attention, then quiet. */
+        scsi_lun_alua_set_peer_state(h.lun, SCSI_ALUA_ACTIVE_OPTIMIZED);
+        scsi_lun_alua_set_peer_state(h.lun, SCSI_ALUA_ACTIVE_OPTIMIZED);
+        h_assert_sense(h_run(tur, 6, NULL, 0, 0), 0x6, 0x2a, 0x06);
+        h_assert_good(h_run(tur, 6, NULL, 0, 0));
+        struct want_group g2[2] = {{1, S, SUP_REPL, 0x02, 1}, {2, AO, SUP_REPL, 0x02, 2}};
+        assert_rtpg(g2, 2);
+        h_assert_good(h_run(tur, 6, NULL, 0, 0));
+}
+END_TEST
+
+/* Several changes before a nexus looks: one attention (the latest state is what counts). */
+START_TEST(ua_once_for_changes_in_a_row)
+{
+        make_primary_of_pair();
+        scsi_lun_alua_set_peer_state(h.lun, SCSI_ALUA_UNAVAILABLE);
+        atomic_store(&h.lun->standby, true);
+        scsi_lun_alua_set_peer_state(h.lun, SCSI_ALUA_ACTIVE_OPTIMIZED);
+        h_assert_sense(h_run(tur, 6, NULL, 0, 0), 0x6, 0x2a, 0x06);
+        h_assert_good(h_run(tur, 6, NULL, 0, 0));
+        /* Back and forth to the published states again raises nothing new. */
+        scsi_lun_alua_set_peer_state(h.lun, SCSI_ALUA_ACTIVE_OPTIMIZED);
+        h_assert_good(h_run(tur, 6, NULL, 0, 0));
+}
+END_TEST
+
+/* The published states do not change: no attention, whatever is called. */
+START_TEST(no_ua_without_change)
+{
+        h_clear_ua(&h.nx);
+        h_assert_good(rtpg(0, 1024));
+        h_assert_good(h_run(tur, 6, NULL, 0, 0));
+        make_primary_of_pair();
+        scsi_lun_alua_set_peer_state(h.lun, SCSI_ALUA_STANDBY);
+        h_assert_good(rtpg(0, 1024));
+        h_assert_good(h_run(tur, 6, NULL, 0, 0));
+        h_assert_good(h_run_on(&h.nx2, tur, 6, NULL, 0, 0));
+}
+END_TEST
+
+/* The refresh callback is asked before the groups are reported. */
+static enum scsi_alua_state refreshed_state;
+static int refresh_calls;
+
+static void test_refresh(struct scsi_lun *lun)
+{
+        refresh_calls++;
+        scsi_lun_alua_set_peer_state(lun, refreshed_state);
+}
+
+START_TEST(refresh_before_report)
+{
+        scsi_lun_alua_attach_peer(h.lun, 1, 2, SCSI_ALUA_STANDBY, test_refresh);
+        h_clear_ua(&h.nx);
+        refresh_calls = 0;
+        refreshed_state = SCSI_ALUA_STANDBY;
+        struct want_group g[2] = {{1, AO, SUP_REPL, 0, 1}, {2, S, SUP_REPL, 0, 2}};
+        assert_rtpg(g, 2);
+        ck_assert_int_ge(refresh_calls, 1);
+        refreshed_state = SCSI_ALUA_UNAVAILABLE;
+        struct want_group g2[2] = {{1, AO, SUP_REPL, 0, 1}, {2, U, SUP_REPL, 0x02, 2}};
+        assert_rtpg(g2, 2);
+        /* The attention is raised for the nexus too (it ran RTPG before the change showed). */
+        h_assert_sense(h_run(tur, 6, NULL, 0, 0), 0x6, 0x2a, 0x06);
+        scsi_lun_alua_detach_peer(h.lun);
+        refresh_calls = 0;
+        assert_rtpg(g2, 2);
+        ck_assert_int_eq(refresh_calls, 0);
+}
+END_TEST
+
+START_TEST(report_supported_opcodes_lists_rtpg)
+{
+        h_clear_ua(&h.nx);
+        uint8_t cdb[12] = {0xa3, 0x0c, 0x02, 0xa3, 0x00, 0x0a, 0, 0, 0, 64, 0, 0};
+        struct scsi_task *t = h_run(cdb, 12, NULL, 0, 64);
+        h_assert_good(t);
+        ck_assert_int_eq(t->data_in[1] & 0x07, 0x03); /* supported per the standard */
+        ck_assert_uint_eq(get_be16(t->data_in + 2), 12);
+        const uint8_t usage[12] = {0xa3, 0xea, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0};
+        ck_assert_mem_eq(t->data_in + 4, usage, 12);
+}
+END_TEST
+
+int main(void)
+{
+        Suite *s = suite_create("alua");
+        TCase *tc = tcase_create("alua");
+        tcase_add_checked_fixture(tc, h_setup, h_teardown);
+        tcase_add_test(tc, inquiry_reports_implicit_alua);
+        tcase_add_test(tc, local_lun_one_active_group);
+        tcase_add_test(tc, primary_of_pair);
+        tcase_add_test(tc, secondary_of_pair);
+        tcase_add_test(tc, peer_not_connected_is_unavailable);
+        tcase_add_test(tc, allocation_length_truncates);
+        tcase_add_test(tc, extended_header);
+        tcase_add_test(tc, bad_parameter_data_format);
+        tcase_add_test(tc, rtpg_needs_a_lun);
+        tcase_add_test(tc, ua_once_after_local_change);
+        tcase_add_test(tc, ua_once_for_changes_in_a_row);
+        tcase_add_test(tc, no_ua_without_change);
+        tcase_add_test(tc, refresh_before_report);
+        tcase_add_test(tc, report_supported_opcodes_lists_rtpg);
+        suite_add_tcase(s, tc);
+        return h_run_suite(s);
+}
