@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -366,6 +367,58 @@ static void live_sent_cb(void *arg, int rc)
         qb_loop_stop(live_now->loop);
 }
 
+/* A fence-peer handler script in a temp dir: its body after the shebang. */
+static void write_handler(const char *path, const char *body)
+{
+        FILE *f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fprintf(f, "#!/bin/sh\n%s\n", body);
+        fclose(f);
+        ck_assert_int_eq(chmod(path, 0755), 0);
+}
+
+START_TEST(test_fence_peer_handler)
+{
+        char dir[] = "/tmp/tandem-fence-XXXXXX", path[128], out[160], line[128] = "";
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+        snprintf(path, sizeof(path), "%s/handler", dir);
+        snprintf(out, sizeof(out), "%s/args", dir);
+
+        cluster_set_fence_peer("");
+        ck_assert_int_eq(cluster_fence_peer(2, "beta", 1000), -ENOENT);
+
+        /* Exit 0: fenced. It gets the name, the id and the time left. */
+        char body[512];
+        snprintf(body, sizeof(body), "echo \"$1 $2 $TANDEM_FENCE_TIMEOUT_MS\" > %s; exit 0", out);
+        write_handler(path, body);
+        cluster_set_fence_peer(path);
+        ck_assert_int_eq(cluster_fence_peer(2, "beta", 1500), 0);
+        FILE *f = fopen(out, "r");
+        ck_assert_ptr_nonnull(f);
+        ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
+        fclose(f);
+        ck_assert_str_eq(line, "beta 2 1500\n");
+
+        /* Any other exit, or a signal: not fenced. */
+        write_handler(path, "exit 1");
+        ck_assert_int_eq(cluster_fence_peer(2, "beta", 1000), -EIO);
+        write_handler(path, "kill -9 $$");
+        ck_assert_int_eq(cluster_fence_peer(2, "beta", 1000), -EIO);
+        /* Too slow: killed at the timeout. */
+        write_handler(path, "exec sleep 5");
+        uint64_t t0 = qb_util_nano_current_get();
+        ck_assert_int_eq(cluster_fence_peer(2, "beta", 300), -ETIMEDOUT);
+        ck_assert_uint_lt(qb_util_nano_current_get() - t0, 2000000000ull);
+        /* Missing: an error, not a hang. */
+        unlink(path);
+        ck_assert_int_eq(cluster_fence_peer(2, "beta", 1000), -EIO);
+
+        cluster_set_fence_peer("");
+        unlink(out);
+        rmdir(dir);
+}
+END_TEST
+
 START_TEST(test_live_outdate)
 {
         struct live l = {.loop = qb_loop_create()};
@@ -375,11 +428,13 @@ START_TEST(test_live_outdate)
         live_now = &l;
         ck_assert_msg(live_run_until(&l, live_joined, 10000), "not quorate with member 1 in 10 s");
 
-        /* Our own request comes back in the agreed order: rc 0 (tandemd logs it too). */
+        /* Our own request comes back in the agreed order. Node 2 is in neither the group nor
+         * corosync's ring (a one-node cluster): delivered, but the peer is unreachable. */
         uint64_t t0 = qb_util_nano_current_get();
         ck_assert_int_eq(cluster_outdate_peer(NAA, 2, 0xABCDEFull, 3000, live_sent_cb, &l.sent), 0);
         ck_assert(live_run_until(&l, live_sent, 5000));
-        ck_assert_int_eq(l.sent.rc, 0);
+        ck_assert_int_eq(l.sent.rc, CLUSTER_OUTDATE_PEER_UNREACHABLE);
+        ck_assert(!cluster_two_node()); /* this corosync.conf has no two_node */
         ck_assert_int_eq(l.handled, 0); /* it named node 2, not us */
         printf("live: outdate delivered in %.1f ms\n",
                (double)(qb_util_nano_current_get() - t0) / 1e6);
@@ -412,6 +467,7 @@ static Suite *cluster_suite(void)
         tcase_add_test(tc, test_membership_truncated);
         tcase_add_test(tc, test_api_not_started);
         tcase_add_test(tc, test_api_without_corosync);
+        tcase_add_test(tc, test_fence_peer_handler);
         if (getenv("TDM_CLUSTER_LIVE"))
                 tcase_add_test(tc, test_live_outdate);
         suite_add_tcase(s, tc);
