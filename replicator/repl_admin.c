@@ -21,9 +21,36 @@ static void notify_peer(struct repl_lun *r)
                 repl_disconnect(r, "cannot send state to peer");
 }
 
+#define PROMOTE_MARK_MS 10000
+
+/*
+ * Promoted without its peer, a node's data moves on: in a cluster the peer, which does not
+ * know, is marked outdated first (the fence-peer handler) so that it is never promoted on its
+ * return before it has resynced. No handler: nothing to run. The handler fails: no promotion.
+ */
+static int mark_absent_peer_outdated(struct repl_lun *r, char *err, size_t errlen)
+{
+        pthread_mutex_lock(&r->lock);
+        bool alone = r->sb.role != REPL_ROLE_PRIMARY && !r->link_up;
+        pthread_mutex_unlock(&r->lock);
+        if (!alone || !cluster_enabled())
+                return 0;
+        int rc = cluster_fence_peer(r->peer_id, r->peer_name, PROMOTE_MARK_MS, false);
+        if (rc == 0 || rc == -ENOENT)
+                return 0;
+        snprintf(err, errlen,
+                 "promote: peer %u (%s) is not connected and the fence-peer handler could not "
+                 "mark it outdated",
+                 r->peer_id, r->peer_name);
+        return rc;
+}
+
 static int do_promote(struct repl_lun *r, void *arg, char *err, size_t errlen)
 {
         bool force = *(bool *)arg;
+        int marked = mark_absent_peer_outdated(r, err, errlen);
+        if (marked < 0)
+                return marked;
         pthread_mutex_lock(&r->lock);
         int rc = 0;
         bool restart_link = false;

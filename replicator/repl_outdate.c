@@ -124,16 +124,27 @@ static int outdate_once(struct repl_lun *r, uint64_t gen)
 #define FENCE_MIN_MS 500
 
 /*
- * The Outdate was delivered, but the peer's node is outside our membership. With real quorum
- * its side cannot promote; with two_node it can, unless it is fenced.
+ * The Outdate was delivered, but the peer's tandemd did not get it: its disk still says
+ * UpToDate, so the cluster must remember that it is not (the handler's "outdate" mark keeps
+ * it from being promoted on return). Outside our membership in a two_node cluster its side is
+ * quorate too: it is fenced as well. Without a handler the mark is skipped (warned once) but a
+ * needed fence is not.
  */
-static int confirm_unreachable_peer(struct repl_lun *r)
+static int confirm_outdated_peer(struct repl_lun *r, int outcome)
 {
-        if (!cluster_two_node())
-                return 0;
+        if (outcome != CLUSTER_OUTDATE_PEER_UNREACHABLE && outcome != CLUSTER_OUTDATE_PEER_ABSENT)
+                return outcome;
+        bool fence = outcome == CLUSTER_OUTDATE_PEER_UNREACHABLE && cluster_two_node();
         unsigned left = hold_left_ms(r);
-        return cluster_fence_peer(r->peer_id, r->peer_name,
-                                  left > FENCE_MIN_MS ? left : FENCE_MIN_MS);
+        int rc = cluster_fence_peer(r->peer_id, r->peer_name,
+                                    left > FENCE_MIN_MS ? left : FENCE_MIN_MS, fence);
+        if (rc == -ENOENT && !fence) {
+                log_warn("replication %s lun %llu: cluster.fence_peer is not set: node %u is not "
+                         "marked outdated in the cluster, only in this node's metadata",
+                         r->iqn, (unsigned long long)r->lun_id, r->peer_id);
+                return 0;
+        }
+        return rc;
 }
 
 static const char *outdate_failure(int rc)
@@ -146,8 +157,7 @@ static const char *outdate_failure(int rc)
                        "cluster.fence_peer is not set: it cannot be fenced";
         case -EIO:
         case -ETIMEDOUT:
-                return "two_node cluster and the peer is outside the membership: fencing it "
-                       "failed";
+                return "the fence-peer handler failed to mark or fence the peer";
         default:
                 return strerror(-rc);
         }
@@ -164,9 +174,7 @@ void repl_outdate_peer(struct repl_lun *r)
         int rc = -EAGAIN;
         bool warned = false;
         while (!repl_stopping(r)) {
-                rc = outdate_once(r, gen);
-                if (rc == CLUSTER_OUTDATE_PEER_UNREACHABLE)
-                        rc = confirm_unreachable_peer(r);
+                rc = confirm_outdated_peer(r, outdate_once(r, gen));
                 if (rc == 0 || rc == -ENOTCONN || rc == -ECANCELED)
                         break;
                 if (!warned) {

@@ -264,7 +264,7 @@ static int delivered_outcome(uint32_t peer)
                 log_notice("cluster: node %" PRIu32 " has no tandemd in group %s but is in our "
                            "membership: one partition",
                            peer, cl.group);
-                return 0;
+                return CLUSTER_OUTDATE_PEER_ABSENT;
         }
         return CLUSTER_OUTDATE_PEER_UNREACHABLE;
 }

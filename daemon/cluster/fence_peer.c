@@ -68,7 +68,7 @@ static int wait_child(pid_t pid, unsigned timeout_ms)
 }
 
 static int spawn_handler(const char *path, const char *name, uint32_t peer, unsigned timeout_ms,
-                         pid_t *pid)
+                         const char *action, pid_t *pid)
 {
         char id[16], timeout_env[64];
         snprintf(id, sizeof(id), "%" PRIu32, peer);
@@ -82,7 +82,7 @@ static int spawn_handler(const char *path, const char *name, uint32_t peer, unsi
                 env[i] = environ[i];
         env[n] = timeout_env;
         env[n + 1] = NULL;
-        char *argv[] = {(char *)path, (char *)name, id, NULL};
+        char *argv[] = {(char *)path, (char *)name, id, (char *)action, NULL};
         posix_spawn_file_actions_t fa;
         if (posix_spawn_file_actions_init(&fa) != 0)
                 return -ENOMEM;
@@ -92,8 +92,9 @@ static int spawn_handler(const char *path, const char *name, uint32_t peer, unsi
         return -rc;
 }
 
-int cluster_fence_peer(uint32_t peer, const char *peer_name, unsigned timeout_ms)
+int cluster_fence_peer(uint32_t peer, const char *peer_name, unsigned timeout_ms, bool fence)
 {
+        const char *action = fence ? "fence" : "outdate";
         char path[sizeof(handler)];
         pthread_mutex_lock(&handler_lock);
         memcpy(path, handler, sizeof(path));
@@ -101,12 +102,13 @@ int cluster_fence_peer(uint32_t peer, const char *peer_name, unsigned timeout_ms
         if (!path[0])
                 return -ENOENT;
         pid_t pid;
-        int rc = spawn_handler(path, peer_name, peer, timeout_ms, &pid);
+        int rc = spawn_handler(path, peer_name, peer, timeout_ms, action, &pid);
         if (rc < 0) {
                 log_err("cluster: cannot run the fence-peer handler %s: %s", path, strerror(-rc));
                 return -EIO;
         }
-        log_notice("cluster: fencing node %" PRIu32 " (%s) through %s", peer, peer_name, path);
+        log_notice("cluster: %s node %" PRIu32 " (%s) through %s",
+                   fence ? "fencing" : "marking outdated", peer, peer_name, path);
         int status = wait_child(pid, timeout_ms);
         if (status == -ETIMEDOUT) {
                 log_warn("cluster: fence-peer handler for node %" PRIu32 " did not finish within "
@@ -115,7 +117,8 @@ int cluster_fence_peer(uint32_t peer, const char *peer_name, unsigned timeout_ms
                 return -ETIMEDOUT;
         }
         if (status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-                log_notice("cluster: node %" PRIu32 " (%s) is fenced", peer, peer_name);
+                log_notice("cluster: node %" PRIu32 " (%s) is %s", peer, peer_name,
+                           fence ? "fenced" : "marked outdated");
                 return 0;
         }
         if (status >= 0 && WIFEXITED(status))

@@ -50,9 +50,12 @@ size_t cluster_members(uint32_t *ids, size_t max);
  * generation gen (our current data id). cb(arg, rc) is called exactly once on the control
  * thread, never from within this call:
  *   0           our message came back in the agreed order while we are quorate, and the
- *               peer is on our side: its tandemd is a group member (so it got the message and
- *               outdates itself) or at least its node is in our corosync membership (one
- *               partition: our Pacemaker decides what that node may do);
+ *               peer's tandemd is a group member: it got the message and outdates itself;
+ *   CLUSTER_OUTDATE_PEER_ABSENT
+ *               delivered while quorate; the peer's node is in our corosync membership (one
+ *               partition: our Pacemaker decides what it may do) but its tandemd is not in
+ *               the group, so its disk does not know it is outdated: the caller has it marked
+ *               (cluster_fence_peer without fencing) so that it is not promoted on return;
  *   CLUSTER_OUTDATE_PEER_UNREACHABLE
  *               delivered while quorate, but the peer's node is not in our membership: it
  *               may be dead or on the other side of a partition. With real quorum that side
@@ -67,6 +70,7 @@ size_t cluster_members(uint32_t *ids, size_t max);
  * cb is never called.
  */
 #define CLUSTER_OUTDATE_PEER_UNREACHABLE 1
+#define CLUSTER_OUTDATE_PEER_ABSENT      2
 int cluster_outdate_peer(const char *naa, uint32_t peer, uint64_t gen, unsigned timeout_ms,
                          void (*cb)(void *arg, int rc), void *arg);
 
@@ -82,12 +86,14 @@ bool cluster_two_node(void);
  */
 void cluster_set_fence_peer(const char *path);
 /*
- * Runs the handler as `HANDLER PEER_NAME PEER_ID` (environment TANDEM_FENCE_TIMEOUT_MS) and
- * waits for it: exit status 0 means the peer's node is powered off (fenced) or was within
- * the last minute. Killed after timeout_ms. Returns 0, -ENOENT (no handler configured),
- * -ETIMEDOUT, or -EIO (it failed; its status is logged). Any thread; blocks the caller.
+ * Runs the handler as `HANDLER PEER_NAME PEER_ID fence|outdate` (environment
+ * TANDEM_FENCE_TIMEOUT_MS) and waits for it. Both actions first record in the cluster that
+ * the peer's data is outdated (it must not be promoted until it has resynced); fence then
+ * also powers the peer off. Exit status 0 means done. Killed after timeout_ms. Returns 0,
+ * -ENOENT (no handler configured), -ETIMEDOUT, or -EIO (it failed; its status is logged).
+ * Any thread; blocks the caller.
  */
-int cluster_fence_peer(uint32_t peer, const char *peer_name, unsigned timeout_ms);
+int cluster_fence_peer(uint32_t peer, const char *peer_name, unsigned timeout_ms, bool fence);
 
 /*
  * The replicator's handler: called (control thread) when a delivered Outdate message

@@ -385,33 +385,40 @@ START_TEST(test_fence_peer_handler)
         snprintf(out, sizeof(out), "%s/args", dir);
 
         cluster_set_fence_peer("");
-        ck_assert_int_eq(cluster_fence_peer(2, "beta", 1000), -ENOENT);
+        ck_assert_int_eq(cluster_fence_peer(2, "beta", 1000, true), -ENOENT);
 
         /* Exit 0: fenced. It gets the name, the id and the time left. */
         char body[512];
-        snprintf(body, sizeof(body), "echo \"$1 $2 $TANDEM_FENCE_TIMEOUT_MS\" > %s; exit 0", out);
+        snprintf(body, sizeof(body), "echo \"$1 $2 $3 $TANDEM_FENCE_TIMEOUT_MS\" > %s; exit 0",
+                 out);
         write_handler(path, body);
         cluster_set_fence_peer(path);
-        ck_assert_int_eq(cluster_fence_peer(2, "beta", 1500), 0);
+        ck_assert_int_eq(cluster_fence_peer(2, "beta", 1500, false), 0);
         FILE *f = fopen(out, "r");
         ck_assert_ptr_nonnull(f);
         ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
         fclose(f);
-        ck_assert_str_eq(line, "beta 2 1500\n");
+        ck_assert_str_eq(line, "beta 2 outdate 1500\n");
+        ck_assert_int_eq(cluster_fence_peer(7, "gamma", 900, true), 0);
+        f = fopen(out, "r");
+        ck_assert_ptr_nonnull(f);
+        ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
+        fclose(f);
+        ck_assert_str_eq(line, "gamma 7 fence 900\n");
 
         /* Any other exit, or a signal: not fenced. */
         write_handler(path, "exit 1");
-        ck_assert_int_eq(cluster_fence_peer(2, "beta", 1000), -EIO);
+        ck_assert_int_eq(cluster_fence_peer(2, "beta", 1000, true), -EIO);
         write_handler(path, "kill -9 $$");
-        ck_assert_int_eq(cluster_fence_peer(2, "beta", 1000), -EIO);
+        ck_assert_int_eq(cluster_fence_peer(2, "beta", 1000, true), -EIO);
         /* Too slow: killed at the timeout. */
         write_handler(path, "exec sleep 5");
         uint64_t t0 = qb_util_nano_current_get();
-        ck_assert_int_eq(cluster_fence_peer(2, "beta", 300), -ETIMEDOUT);
+        ck_assert_int_eq(cluster_fence_peer(2, "beta", 300, true), -ETIMEDOUT);
         ck_assert_uint_lt(qb_util_nano_current_get() - t0, 2000000000ull);
         /* Missing: an error, not a hang. */
         unlink(path);
-        ck_assert_int_eq(cluster_fence_peer(2, "beta", 1000), -EIO);
+        ck_assert_int_eq(cluster_fence_peer(2, "beta", 1000, true), -EIO);
 
         cluster_set_fence_peer("");
         unlink(out);
