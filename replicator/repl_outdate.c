@@ -124,15 +124,17 @@ static int outdate_once(struct repl_lun *r, uint64_t gen)
 #define FENCE_MIN_MS 500
 
 /*
- * The Outdate was delivered, but the peer's tandemd did not get it: its disk still says
- * UpToDate, so the cluster must remember that it is not (the handler's "outdate" mark keeps
- * it from being promoted on return). Outside our membership in a two_node cluster its side is
- * quorate too: it is fenced as well. Without a handler the mark is skipped (warned once) but a
- * needed fence is not.
+ * The Outdate was delivered. Even a peer whose tandemd is in the group may not have recorded
+ * it (it may be shutting down, or die before it persists), so the cluster itself remembers
+ * that the peer's data is outdated: the handler's mark keeps it from being promoted until it
+ * has resynced. Outside our membership in a two_node cluster the peer's side is quorate too:
+ * it is fenced as well. Without a handler the mark is skipped (warned) but a needed fence is
+ * not.
  */
 static int confirm_outdated_peer(struct repl_lun *r, int outcome)
 {
-        if (outcome != CLUSTER_OUTDATE_PEER_UNREACHABLE && outcome != CLUSTER_OUTDATE_PEER_ABSENT)
+        if (outcome != 0 && outcome != CLUSTER_OUTDATE_PEER_UNREACHABLE &&
+            outcome != CLUSTER_OUTDATE_PEER_ABSENT)
                 return outcome;
         bool fence = outcome == CLUSTER_OUTDATE_PEER_UNREACHABLE && cluster_two_node();
         unsigned left = hold_left_ms(r);
@@ -140,8 +142,9 @@ static int confirm_outdated_peer(struct repl_lun *r, int outcome)
                                     left > FENCE_MIN_MS ? left : FENCE_MIN_MS, fence);
         if (rc == -ENOENT && !fence) {
                 log_warn("replication %s lun %llu: cluster.fence_peer is not set: node %u is not "
-                         "marked outdated in the cluster, only in this node's metadata",
-                         r->iqn, (unsigned long long)r->lun_id, r->peer_id);
+                         "marked outdated in the cluster, only %s",
+                         r->iqn, (unsigned long long)r->lun_id, r->peer_id,
+                         outcome == 0 ? "by its own tandemd" : "in this node's metadata");
                 return 0;
         }
         return rc;

@@ -47,6 +47,10 @@ struct outdate_req {
         void (*cb)(void *arg, int rc);
         void *arg;
         uint64_t seq; /* 0 until multicast */
+        /* Delivered in ring delivered_ring; decided once the quorum service has seen it. */
+        bool delivered;
+        uint64_t delivered_ring;
+        int membership_outcome;
         qb_loop_timer_handle timer;
         bool timer_armed;
 };
@@ -68,6 +72,8 @@ static struct {
         /* corosync's ring (totem) membership: node ids, in CPG's delivery order */
         uint32_t ring[CLUSTER_MAX_MEMBERS];
         size_t n_ring;
+        uint64_t ring_seq;        /* of that ring */
+        uint64_t quorum_ring_seq; /* the ring the quorum service last reported on */
 
         quorum_handle_t quorum;
         bool quorum_open;
@@ -250,11 +256,9 @@ static bool ring_has(uint32_t nodeid)
         return false;
 }
 
-/* What our delivered Outdate proves about the peer (see cluster_outdate_peer). */
-static int delivered_outcome(uint32_t peer)
+/* Where the peer is, as the ring our Outdate was delivered in says (see cluster_outdate_peer). */
+static int membership_outcome(uint32_t peer)
 {
-        if (!atomic_load(&quorate_flag))
-                return -EAGAIN;
         uint32_t ids[CLUSTER_MAX_MEMBERS];
         size_t n = cluster_membership_node_ids(&cl.members, ids, CLUSTER_MAX_MEMBERS);
         for (size_t i = 0; i < n && i < CLUSTER_MAX_MEMBERS; i++)
@@ -269,12 +273,37 @@ static int delivered_outcome(uint32_t peer)
         return CLUSTER_OUTDATE_PEER_UNREACHABLE;
 }
 
+/*
+ * Quorum is judged for the ring the message was delivered in: a partition shows in CPG (the
+ * ring changes, our message is delivered in the new one) before the quorum service reports
+ * the new ring as not quorate, and in between the old "quorate" must not count.
+ */
+static void req_decide(struct outdate_req *r)
+{
+        if (cl.quorum_ring_seq < r->delivered_ring)
+                return; /* on_quorum decides it */
+        req_finish(r, atomic_load(&quorate_flag) ? r->membership_outcome : -EAGAIN);
+}
+
+static void pending_decide(void)
+{
+        struct outdate_req *r = cl.pending, *next;
+        for (; r; r = next) {
+                next = r->next;
+                if (r->delivered)
+                        req_decide(r);
+        }
+}
+
 /* Our own message came back in the agreed order. */
 static void req_delivered(uint64_t seq)
 {
         for (struct outdate_req *r = cl.pending; r; r = r->next)
                 if (r->seq == seq) {
-                        req_finish(r, delivered_outcome(r->peer));
+                        r->delivered = true;
+                        r->delivered_ring = cl.ring_seq;
+                        r->membership_outcome = membership_outcome(r->peer);
+                        req_decide(r);
                         return;
                 }
         log_info("cluster: our message %" PRIu64 " came back after its request ended", seq);
@@ -443,6 +472,7 @@ static void on_totem_confchg(cpg_handle_t handle, struct cpg_ring_id ring_id, ui
         size_t take = n < CLUSTER_MAX_MEMBERS ? n : CLUSTER_MAX_MEMBERS;
         memcpy(cl.ring, list, take * sizeof(*list));
         cl.n_ring = take;
+        cl.ring_seq = ring_id.seq;
         log_info("cluster: ring %" PRIu64 " has %" PRIu32 " node(s)", (uint64_t)ring_id.seq, n);
 }
 
@@ -560,8 +590,10 @@ static void on_quorum(quorum_handle_t handle, uint32_t quorate, uint64_t ring_se
         log_info("cluster: quorum %s, ring %" PRIu64 ", nodes: %s", quorate ? "yes" : "no",
                  ring_seq, ids);
         cl.quorum_says_quorate = quorate != 0;
+        cl.quorum_ring_seq = ring_seq;
         refresh_two_node();
         publish_quorate();
+        pending_decide();
 }
 
 static int32_t quorum_ready(int32_t fd, int32_t revents, void *data)

@@ -50,7 +50,8 @@ size_t cluster_members(uint32_t *ids, size_t max);
  * generation gen (our current data id). cb(arg, rc) is called exactly once on the control
  * thread, never from within this call:
  *   0           our message came back in the agreed order while we are quorate, and the
- *               peer's tandemd is a group member: it got the message and outdates itself;
+ *               peer's tandemd is a group member: it got the message and outdates itself
+ *               (unless it is stopping or dies first: callers still have it marked);
  *   CLUSTER_OUTDATE_PEER_ABSENT
  *               delivered while quorate; the peer's node is in our corosync membership (one
  *               partition: our Pacemaker decides what it may do) but its tandemd is not in
