@@ -133,9 +133,8 @@ static int outdate_once(struct repl_lun *r, uint64_t gen)
  */
 static int confirm_outdated_peer(struct repl_lun *r, int outcome)
 {
-        if (outcome != 0 && outcome != CLUSTER_OUTDATE_PEER_UNREACHABLE &&
-            outcome != CLUSTER_OUTDATE_PEER_ABSENT)
-                return outcome;
+        if (outcome < 0)
+                return outcome; /* not delivered while quorate */
         bool fence = outcome == CLUSTER_OUTDATE_PEER_UNREACHABLE && cluster_two_node();
         unsigned left = hold_left_ms(r);
         int rc = cluster_fence_peer(r->peer_id, r->peer_name,
