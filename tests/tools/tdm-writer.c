@@ -383,13 +383,33 @@ static int service_once(struct run *r)
         return 0;
 }
 
+/* Wall-clock "HH:MM:SS.mmm", to line the writer's events up with the cluster's logs. */
+static const char *wall_clock(char *buf, size_t len)
+{
+        struct timespec ts;
+        struct tm tm;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        localtime_r(&ts.tv_sec, &tm);
+        snprintf(buf, len, "%02d:%02d:%02d.%03ld", tm.tm_hour, tm.tm_min, tm.tm_sec,
+                 ts.tv_nsec / 1000000);
+        return buf;
+}
+
+/* A stall this long is reported when it ends (it is the failover the tests measure). */
+#define REPORTED_STALL_NS 500000000ull
+
 static void note_progress(struct run *r, uint64_t start_ns)
 {
         uint64_t now = now_ns();
+        char clock[32];
         if (now - start_ns > r->max_latency_ns)
                 r->max_latency_ns = now - start_ns;
         if (now - r->last_progress_ns > r->max_stall_ns)
                 r->max_stall_ns = now - r->last_progress_ns;
+        if (now - r->last_progress_ns >= REPORTED_STALL_NS)
+                fprintf(stderr, "tdm-writer: %s: a completion after %.0f ms without one\n",
+                        wall_clock(clock, sizeof(clock)),
+                        (double)(now - r->last_progress_ns) / 1e6);
         r->last_progress_ns = now;
 }
 
@@ -545,8 +565,9 @@ static void liveness_check(struct run *r)
                 return;
         if (now - r->last_progress_ns < limit || now - r->last_forced_reconnect_ns < limit)
                 return;
-        fprintf(stderr, "tdm-writer: no completion for %u s with %u in flight; reconnecting\n",
-                r->opt->liveness_s, r->inflight);
+        char clock[32];
+        fprintf(stderr, "tdm-writer: %s: no completion for %u s with %u in flight; reconnecting\n",
+                wall_clock(clock, sizeof(clock)), r->opt->liveness_s, r->inflight);
         r->last_forced_reconnect_ns = now;
         r->forced_reconnects++;
         if (iscsi_reconnect(r->iscsi) != 0)
