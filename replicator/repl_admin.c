@@ -45,10 +45,49 @@ static int mark_absent_peer_outdated(struct repl_lun *r, char *err, size_t errle
         return rc;
 }
 
+/*
+ * A link to a peer that still says Primary although its node has left our quorate ring: the
+ * cluster lost that node, and Pacemaker promotes us only once it is fenced. Fencing cuts the
+ * node off without a FIN, so the link would stay up until replication.timeout and the promote
+ * would be refused ("peer is Primary"). The handler confirms the peer is gone (fenced in a
+ * two_node cluster, where the other side is quorate too; the fencer accepts the fencing that
+ * just happened) and marks it outdated; then the link is dropped. Returns 1 when it was, 0
+ * when this does not apply (no handler: the promote is refused as before), < 0 on failure.
+ */
+static int drop_link_to_departed_primary(struct repl_lun *r, char *err, size_t errlen)
+{
+        if (!cluster_enabled() || !cluster_quorate() || cluster_ring_has(r->peer_id))
+                return 0;
+        pthread_mutex_lock(&r->lock);
+        bool stale = r->link_up && r->peer.side.role == REPL_ROLE_PRIMARY;
+        pthread_mutex_unlock(&r->lock);
+        if (!stale)
+                return 0;
+        log_notice("replication %s lun %llu: peer %u (%s) is Primary on a link but has left the "
+                   "cluster membership",
+                   r->iqn, (unsigned long long)r->lun_id, r->peer_id, r->peer_name);
+        int rc = cluster_fence_peer(r->peer_id, r->peer_name, PROMOTE_MARK_MS, cluster_two_node());
+        if (rc == -ENOENT)
+                return 0;
+        if (rc < 0) {
+                snprintf(err, errlen,
+                         "promote: peer %u (%s) left the cluster membership while Primary and "
+                         "the fence-peer handler could not %s it",
+                         r->peer_id, r->peer_name, cluster_two_node() ? "fence" : "mark");
+                return rc;
+        }
+        repl_disconnect(r, "the peer left the cluster membership while Primary");
+        return 1;
+}
+
 static int do_promote(struct repl_lun *r, void *arg, char *err, size_t errlen)
 {
         bool force = *(bool *)arg;
-        int marked = mark_absent_peer_outdated(r, err, errlen);
+        int dropped = drop_link_to_departed_primary(r, err, errlen);
+        if (dropped < 0)
+                return dropped;
+        /* A dropped peer was marked by the handler already. */
+        int marked = dropped ? 0 : mark_absent_peer_outdated(r, err, errlen);
         if (marked < 0)
                 return marked;
         pthread_mutex_lock(&r->lock);

@@ -816,6 +816,11 @@ size_t cluster_members(uint32_t *ids, size_t max)
         return cluster_membership_node_ids(&cl.members, ids, max);
 }
 
+bool cluster_ring_has(uint32_t node_id)
+{
+        return cl.started && ring_has(node_id);
+}
+
 void cluster_get_status(struct cluster_status *st)
 {
         memset(st, 0, sizeof(*st));

@@ -44,6 +44,11 @@ bool cluster_quorate(void);
  * joined). Returns how many there are (may exceed max; ids receives at most max).
  */
 size_t cluster_members(uint32_t *ids, size_t max);
+/*
+ * Node `node_id` is in corosync's current ring membership (its corosync runs and reaches
+ * ours). False when the cluster is not started or not connected. Control thread.
+ */
+bool cluster_ring_has(uint32_t node_id);
 
 /*
  * Asks the group to record that node `peer` is Outdated for LUN naa (32 hex digits) at
