@@ -66,14 +66,15 @@ static int drop_link_to_departed_primary(struct repl_lun *r, char *err, size_t e
         log_notice("replication %s lun %llu: peer %u (%s) is Primary on a link but has left the "
                    "cluster membership",
                    r->iqn, (unsigned long long)r->lun_id, r->peer_id, r->peer_name);
-        int rc = cluster_fence_peer(r->peer_id, r->peer_name, PROMOTE_MARK_MS, cluster_two_node());
+        bool fence = cluster_two_node();
+        int rc = cluster_fence_peer(r->peer_id, r->peer_name, PROMOTE_MARK_MS, fence);
         if (rc == -ENOENT)
                 return 0;
         if (rc < 0) {
                 snprintf(err, errlen,
                          "promote: peer %u (%s) left the cluster membership while Primary and "
                          "the fence-peer handler could not %s it",
-                         r->peer_id, r->peer_name, cluster_two_node() ? "fence" : "mark");
+                         r->peer_id, r->peer_name, fence ? "fence" : "mark");
                 return rc;
         }
         repl_disconnect(r, "the peer left the cluster membership while Primary");
