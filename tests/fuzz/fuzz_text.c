@@ -248,11 +248,14 @@ static void exchange(uint8_t mode, struct fuzz_in *in)
                 memcpy(req, bhs, sizeof(req));
                 if (iscsi_get32(req + 20) == TTT_FOLLOW)
                         iscsi_put32(req + 20, ex.last_ttt);
-                /* A request without a TTT starts a new exchange: the old answer is dropped. */
-                if (iscsi_bhs_opcode(req) == ISCSI_OP_TEXT_REQ && iscsi_get32(req + 20) == TTT_NONE)
-                        fuzz_text_acc_reset(&ex.text);
+                bool starts_exchange =
+                    iscsi_bhs_opcode(req) == ISCSI_OP_TEXT_REQ && iscsi_get32(req + 20) == TTT_NONE;
                 struct iscsi_pdu_reply rep;
                 int rc = iscsi_text_handle(&ts, &env, req, data, len, &rep);
+                /* An accepted request without a TTT starts a new exchange and the old answer is
+                 * dropped; a rejected one leaves the open exchange (and its partial text) alone. */
+                if (rc == 0 && starts_exchange)
+                        fuzz_text_acc_reset(&ex.text);
                 if (iscsi_bhs_opcode(req) != ISCSI_OP_TEXT_REQ) {
                         FUZZ_ASSERT(rc == -EINVAL, "opcode 0x%02x answered with %d",
                                     iscsi_bhs_opcode(req), rc);

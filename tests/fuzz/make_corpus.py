@@ -136,6 +136,11 @@ def text_seeds():
         # 40 targets, 512-byte PDUs: a long answer the initiator pulls piece by piece.
         "sendtargets-continued": b"\x07\x28" + text_req(T, st_all, 0x10)
         + b"".join(text_req(T, b"", 0x11 + i, ttt=TTT_FOLLOW) for i in range(9)),
+        # A request with F and C both set arrives mid-answer: rejected, the answer goes on.
+        "sendtargets-rejected-mid-answer": b"\x07\x28" + text_req(T, st_all, 0x40)
+        + b"".join(text_req(T, b"", 0x41 + i, ttt=TTT_FOLLOW) for i in range(3))
+        + text_req(T | C, b"", 0x44)
+        + b"".join(text_req(T, b"", 0x45 + i, ttt=TTT_FOLLOW) for i in range(6)),
         # Normal session: the session's target only, a named one, and keys it must refuse.
         "sendtargets-normal": b"\x01\x05" + text_req(T, text(b"SendTargets="), 0x20)
         + text_req(T, text(b"SendTargets=iqn.2026-11.io.tandem:fuzz-target-with-a-long-name-0002"),
