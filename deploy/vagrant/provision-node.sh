@@ -84,7 +84,8 @@ $repl_nodes
 EOF
 chmod 600 /etc/tandem/tandem.conf
 
-# Corosync: both nodes, two links (front and replication), a 1 s token, two_node quorum.
+# Corosync: both nodes, two links (front and replication), a 1 s token, consensus 600 ms
+# (below the token: safe with two nodes, see deploy/corosync/corosync.conf), two_node quorum.
 base64 -d <<<"$AUTHKEY_B64" >/etc/corosync/authkey
 chmod 400 /etc/corosync/authkey
 nodelist=""
@@ -106,6 +107,7 @@ totem {
 	transport: knet
 	token: 1000
 	token_coefficient: 0
+	consensus: 600
 	crypto_cipher: aes256
 	crypto_hash: sha256
 }
