@@ -661,6 +661,11 @@ static int validate_lun(const struct tdm_lun_cfg *l, const char *f, char *err, s
         field_join(g, f, "size");
         if (l->size % bs != 0)
                 return fail(err, errlen, -EINVAL, g, "must be a positive multiple of %u", bs);
+        /* The file holds it as a signed 64-bit integer (and file offsets are off_t): a larger
+         * size, possible with a unit ("16000P"), would be saved as one the next load refuses. */
+        if (l->size > INT64_MAX)
+                return fail(err, errlen, -EINVAL, g,
+                            "must be at most %" PRId64 " bytes, got %" PRIu64, INT64_MAX, l->size);
         if (l->readonly && l->size)
                 return fail(err, errlen, -EINVAL, g, READONLY_SIZE_MSG);
         if (l->repl.enabled && (l->naa[0] == '\0' || l->serial[0] == '\0')) {

@@ -602,6 +602,47 @@ START_TEST(test_save_failure_keeps_old_file)
 }
 END_TEST
 
+/*
+ * A LUN size goes into the file as a signed 64-bit integer: a larger one (possible with a unit,
+ * "16000P") was accepted, then saved as a negative number that the next load refused, so the
+ * daemon would not start again. fuzz_config's save and reload check catches it (seed
+ * tests/fuzz/corpus/fuzz_config/size-above-int64).
+ */
+START_TEST(test_lun_size_fits_the_file)
+{
+        char *dir = make_tmpdir();
+        char path[PATH_MAX], err[512] = "";
+        snprintf(path, sizeof(path), "%s/tandem.conf", dir);
+        struct tdm_config c, back;
+        int rc = tdm_config_parse_string(
+            T0 "luns = ({ lun = 0; path = \"/a\"; size = \"16000P\"; }); });", &c, err,
+            sizeof(err));
+        ck_assert_msg(rc == -EINVAL, "16000P accepted (rc %d)", rc);
+        ck_assert_str_eq(err, "targets[0].luns[0].size: must be at most 9223372036854775807 "
+                              "bytes, got 18014398509481984000");
+
+        /* The largest size that is a multiple of the block size still saves and loads. */
+        ck_assert_int_eq(tdm_config_parse_string(T0 "luns = ({ lun = 0; path = \"/a\"; size = "
+                                                    "\"9223372036854775296\"; }); });",
+                                                 &c, err, sizeof(err)),
+                         0);
+        ck_assert_int_eq(tdm_config_save(path, &c, err, sizeof(err)), 0);
+        ck_assert_msg(tdm_config_load(path, &back, err, sizeof(err)) == 0, "reload: %s", err);
+        ck_assert_uint_eq(back.targets[0].luns[0].size, INT64_MAX - 511);
+        tdm_config_free(&back);
+
+        /* Set by an edit instead of the file: refused before anything is written. */
+        c.targets[0].luns[0].size = 1ull << 63;
+        ck_assert_int_eq(tdm_config_save(path, &c, err, sizeof(err)), -EINVAL);
+        ck_assert_msg(tdm_config_load(path, &back, err, sizeof(err)) == 0, "reload: %s", err);
+        ck_assert_uint_eq(back.targets[0].luns[0].size, INT64_MAX - 511);
+        tdm_config_free(&back);
+        tdm_config_free(&c);
+        rm_tree(dir);
+        free(dir);
+}
+END_TEST
+
 START_TEST(test_unwritable_dir_as_user)
 {
         /* As an unprivileged user a read-only directory refuses the temp file. */
@@ -1327,6 +1368,7 @@ static Suite *config_suite(void)
         tcase_add_test(tc, test_load_missing_file);
         tcase_add_test(tc, test_round_trip);
         tcase_add_test(tc, test_save_failure_keeps_old_file);
+        tcase_add_test(tc, test_lun_size_fits_the_file);
         tcase_add_test(tc, test_unwritable_dir_as_user);
         tcase_add_test(tc, test_hostport);
         tcase_add_test(tc, test_iscsi_names);
