@@ -3,7 +3,9 @@
 
 The login texts are the ones libiscsi 1.19 sent (iscsi-inq, iscsi-ls, and with CHAP),
 captured through a relay in front of tandemd; qemu-io's session gave the order of the SCSI
-commands. Every seed is small and valid, so the fuzzer starts from inputs that get deep.
+commands. The replication frames, CPG messages and configuration files are written here from
+proto/*.proto and deploy/examples/tandem.conf. Every seed is small and, but for a few refusals
+kept on purpose, valid, so the fuzzer starts from inputs that get deep.
 Run it again after changing an input format (see the comment at the top of each fuzz_*.c).
 """
 import os
@@ -303,6 +305,209 @@ def pdu_rx_seeds():
     return seeds
 
 
+# ---- protobuf (proto3) encoding, enough for the replication and cluster messages ----
+
+def varint(n):
+    n &= (1 << 64) - 1  # negative int32/int64 values travel as 64-bit two's complement
+    out = b""
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
+def pb_int(field, n):
+    return varint(field << 3) + varint(n) if n else b""
+
+
+def pb_bytes(field, b):
+    return varint(field << 3 | 2) + varint(len(b)) + b if b else b""
+
+
+def pb_packed(field, values):
+    return pb_bytes(field, b"".join(varint(v) for v in values))
+
+
+# ---- replication frames (replicator/wire.h) ----
+
+MSG = {name: i for i, name in enumerate(
+    ["NONE", "HELLO", "AUTH", "AUTH_RESULT", "STATE", "BITMAP", "WRITE", "FLUSH", "ACK",
+     "RS_DATA", "RS_ACK", "SYNC_DONE", "VERIFY_REQ", "VERIFY_REPLY", "PING", "PING_ACK",
+     "SCSI_STATE", "DISCONNECT"])}
+CHANNEL_DATA, CHANNEL_CONTROL = 1, 2
+REPL_NAA = b"67a6e640c3f1a2b4d5e6f708192a3b4c"  # fuzz_repl_wire's LUN_NAA
+
+
+def frame(kind, msg=b"", payload=b""):
+    return struct.pack(">IBBHII", 0x54445231, 1, MSG[kind], 0, len(msg), len(payload)) + msg \
+        + payload
+
+
+def hello(node=2, peer=1, channel=CHANNEL_DATA, naa=REPL_NAA, nonce=bytes(range(32)),
+          proto_max=1):
+    return (pb_int(1, 1) + pb_int(2, proto_max) + pb_int(3, 1) + pb_int(4, node)
+            + pb_int(5, peer) + pb_int(6, channel) + pb_bytes(7, nonce) + pb_bytes(8, naa))
+
+
+def generations(current, bitmap=0, history=()):
+    return pb_int(1, current) + pb_int(2, bitmap) + (pb_packed(3, history) if history else b"")
+
+
+def state(gen, role=0, disk=3, dirty=0, epoch=1, name=b"node2"):
+    return (pb_int(1, 1 << 30) + pb_int(2, 512) + pb_bytes(3, REPL_NAA) + pb_bytes(4, b"fz0")
+            + pb_bytes(5, gen) + pb_int(6, role) + pb_int(7, disk) + pb_int(9, dirty)
+            + pb_int(10, epoch) + pb_bytes(11, name) + pb_int(12, 12))
+
+
+def repl_wire_seeds():
+    block = bytes(range(256)) * 2
+    g_self = 0x1111111111111111  # fuzz_repl_wire's fixed local side: current, then bitmap
+    g_bitmap = 0x2222222222222222
+    data_channel = (
+        frame("SCSI_STATE", pb_int(1, 1) + pb_bytes(2, REPL_NAA) + pb_bytes(3, b"fz0")
+              + pb_int(4, 1))
+        + frame("WRITE", pb_int(1, 2) + pb_int(2, 4096) + pb_int(3, 512) + pb_int(4, 1), block)
+        + frame("WRITE", pb_int(1, 3) + pb_int(2, 8192) + pb_int(3, 65536) + pb_int(4, 2))
+        + frame("FLUSH", pb_int(1, 4))
+        + frame("RS_DATA", pb_int(1, 5) + pb_int(3, 4096) + pb_int(4, 1))
+        + frame("RS_DATA", pb_int(1, 6) + pb_int(2, 4096) + pb_int(3, 512), block)
+        + frame("VERIFY_REQ", pb_int(1, 7) + pb_int(3, 8192) + pb_int(4, 4096), bytes(64))
+    )
+    control_channel = (
+        frame("PING", pb_int(1, 7)) + frame("ACK", pb_int(1, 3))
+        + frame("ACK", pb_int(1, 4) + pb_int(2, -5))
+        + frame("VERIFY_REPLY", pb_int(1, 7) + pb_int(3, 8192) + pb_packed(4, [0, 4096]))
+        + frame("SYNC_DONE", pb_bytes(1, generations(0x3333, 0, [g_self])))
+        + frame("PING_ACK", pb_int(1, 7)) + frame("DISCONNECT", pb_bytes(1, b"shutting down"))
+    )
+    manager = (
+        # In sync with the fixed local side; a Primary that moved on (bitmap resync); one
+        # sharing only an old id (split brain); a new disk.
+        frame("STATE", state(generations(g_self)))
+        + frame("STATE", state(generations(0x4444, g_self, [g_bitmap]), role=1, dirty=5,
+                               epoch=4))
+        + frame("STATE", state(generations(0x5555, 0x6666, [g_bitmap]), dirty=9, epoch=2,
+                               name=b"beta"))
+        + frame("STATE", state(generations(4), disk=1, name=b"fresh"))
+        + frame("BITMAP", pb_int(1, 0), b"\xff\x00\x0f\xf0" * 4)
+        + frame("BITMAP", pb_int(1, 16) + pb_int(2, 1), b"\x01")
+    )
+    auth = frame("AUTH", pb_bytes(1, bytes(32)))
+    ok = frame("AUTH_RESULT", pb_int(1, 1))
+    truncated_write = frame("WRITE", pb_int(1, 1) + pb_int(3, 512) + pb_int(4, 1), block)
+    return {
+        # mode 0: the buffered reader of the channel receivers.
+        "reader-data-channel": b"\x00" + data_channel,
+        "reader-control-channel": b"\x00" + control_channel,
+        "reader-truncated-payload": b"\x00" + truncated_write[:-100],
+        "reader-bad-magic-after-one": b"\x00" + frame("PING", pb_int(1, 1)) + b"TDR2" + bytes(12),
+        # mode 1: repl_recv, with the States the manager takes.
+        "recv-states-and-bitmap": b"\x01" + manager,
+        "recv-malformed-message": b"\x01" + frame("PING", b"\x08\xff\xff"),
+        # modes 2 and 3: the handshake from the peer's side (its AUTH cannot be right).
+        "handshake-data": b"\x02" + frame("HELLO", hello()) + auth + ok,
+        "handshake-control-naa-upper": b"\x03"
+        + frame("HELLO", hello(channel=CHANNEL_CONTROL, naa=REPL_NAA.upper())) + auth + ok,
+        "handshake-unknown-node": b"\x02" + frame("HELLO", hello(node=7)),
+        "handshake-other-lun": b"\x02" + frame("HELLO", hello(naa=b"6" + b"0" * 31)),
+        "handshake-peer-refuses": b"\x02" + frame("HELLO", hello())
+        + frame("AUTH_RESULT", pb_bytes(2, b"wrong secret: HMAC mismatch from node 1")),
+        "handshake-wide-versions": b"\x03"
+        + frame("HELLO", hello(channel=CHANNEL_CONTROL, proto_max=4)) + auth,
+    }
+
+
+# ---- CPG messages (proto/cluster.proto); fuzz_cluster_msg adds the sender's node id ----
+
+def outdate_msg(from_node, naa=REPL_NAA, peer=2, gen=0x1234, version=1, seq=1,
+                incarnation=0x9E3779B97F4A7C15):
+    od = pb_bytes(1, naa) + pb_int(2, peer) + pb_int(3, gen)
+    return (pb_int(1, version) + pb_int(2, from_node) + pb_int(3, incarnation) + pb_int(4, seq)
+            + pb_bytes(10, od))
+
+
+def cluster_msg_seeds():
+    def sender(n):
+        return struct.pack(">I", n)
+    return {
+        "outdate": sender(1) + outdate_msg(1),
+        "outdate-peer-1": sender(2) + outdate_msg(2, peer=1, gen=(1 << 64) - 1, seq=77),
+        "outdate-large-nodeid": sender(70000) + outdate_msg(70000),
+        "outdate-wrong-sender": sender(3) + outdate_msg(1),
+        "newer-version": sender(1) + outdate_msg(1, version=2),
+        "no-body": sender(1) + pb_int(1, 1) + pb_int(2, 1) + pb_int(4, 9),
+        "bad-naa": sender(1) + outdate_msg(1, naa=b"5" + REPL_NAA[1:]),
+    }
+
+
+# ---- configuration files (libconfig text) ----
+
+CONFIG_DAEMON = b"""instance = "lab-1"; state_dir = "/var/lib/tandem";
+listen = [ "0.0.0.0:3260", "[::1]:3261" ]; threads = 4;
+log = { file = "/var/log/tandemd.log"; level = "debug"; syslog = false; };
+iscsi = { max_recv_dsl = 65536; max_burst = 262144; first_burst = 65536; initial_r2t = true;
+  immediate_data = false; max_outstanding_r2t = 4; queue_depth = 64; nop_interval = 0;
+  nop_timeout = 30; login_timeout = 60; };
+discovery = { chap = { user = "discovery"; secret = "discovery-secret-1";
+  mutual_user = "tandem"; mutual_secret = "target-secret-22"; }; };
+"""
+
+CONFIG_TARGETS = b"""targets = (
+  { iqn = "iqn.2024-01.org.example.storage:disk1"; alias = "disk1"; tpgt = 1;
+    acl = [ "iqn.1993-08.org.debian:01:client1", "ALL" ];
+    chap = { user = "client"; secret = "client-secret-1"; };
+    luns = (
+      { lun = 0; path = "/var/lib/tandem/disk1.img"; size = "10G"; block_size = 512;
+        physical_block_size = 4096; thin = true; direct = false; wce = true;
+        naa = "67a6e640c3f1a2b4d5e6f708192a3b4c"; serial = "9f3c2a1b0d4e5f60"; },
+      { lun = 1; path = "/dev/vg0/disk1-data"; readonly = true;
+        naa = "67a6e640c3f1a2b4d5e6f708192a3b4d"; serial = "9f3c2a1b0d4e5f61"; }
+    );
+  },
+  { iqn = "eui.0123456789ABCDEF"; tpgt = 7;
+    luns = ( { lun = 3; path = "/srv/b.img"; size = 1099511627776L; block_size = 4096;
+      naa = "67a6e640c3f1a2b4d5e6f708192a3b4e"; serial = "b3"; } ); }
+);
+"""
+
+CONFIG_REPLICATED = b"""node_id = 1;
+cluster = { enabled = true; group = "ha-1"; fence_peer = "/usr/lib/tandem/fence-peer"; };
+targets = ( { iqn = "iqn.2024-01.org.example:t1";
+  luns = ( { lun = 0; path = "/a"; naa = "67a6e640c3f1a2b4d5e6f708192a3b4c"; serial = "s1";
+    replication = { secret = "shared-secret-1"; port = 7790;
+      nodes = ( { id = 1; name = "alpha"; address = "10.0.0.1"; },
+                { id = 2; name = "beta"; address = "[fd00::2]:7791"; } );
+      metadata = "/var/lib/tandem/a.md"; timeout = 1500; resync_rate = "200M";
+      resync_min_rate = 10485760; split_brain = "discard-node-beta"; }; } ); } );
+"""
+
+CONFIG_ESCAPES = (b'listen = "host.example:3260"; targets = ({ '
+                  b'iqn = "iqn.2024-01.org.example:t3"; alias = "a \\"b\\" \\\\ c"; '
+                  b'chap = { user = "u x"; secret = "q\\"uo\\\\te$#{};x"; }; '
+                  b'luns = ({ lun = 255; path = "/dir with space/\\x01\\t\\n\\x7f"; '
+                  b'naa = "6ABCDEF0123456789abcdef012345678"; serial = "S-1.x_"; }); });')
+
+
+def config_seeds():
+    return {
+        "empty": b"",
+        "daemon-settings": CONFIG_DAEMON,
+        "targets": CONFIG_TARGETS,
+        "new-lun-identity": b'targets = ({ iqn = "iqn.2024-01.org.example:t2"; '
+                            b'luns = ({ lun = 0; path = "/x"; }); });',
+        "replicated-cluster": CONFIG_REPLICATED,
+        "strings-with-escapes": CONFIG_ESCAPES,
+        "refused-field": b"iscsi = { max_burts = 1; };",
+        # Accepted before validation bounded sizes to what the file holds (int64): saved as a
+        # negative number that the reload refused (tests/unit/test_config.c).
+        "size-above-int64": b'targets = ({ iqn = "iqn.2024-01.org.example:t2"; '
+                            b'luns = ({ lun = 0; path = "/x"; size = "16000P"; }); });',
+    }
+
+
 def write(target, seeds):
     d = os.path.join(HERE, "corpus", target)
     os.makedirs(d, exist_ok=True)
@@ -318,6 +523,9 @@ def main():
     write("fuzz_text", text_seeds())
     write("fuzz_cdb", cdb_seeds())
     write("fuzz_pdu_rx", pdu_rx_seeds())
+    write("fuzz_repl_wire", repl_wire_seeds())
+    write("fuzz_cluster_msg", cluster_msg_seeds())
+    write("fuzz_config", config_seeds())
     total = 0
     for root, _, files in os.walk(os.path.join(HERE, "corpus")):
         total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
