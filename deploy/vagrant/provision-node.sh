@@ -1,23 +1,35 @@
 #!/usr/bin/env bash
 # Provisions one tandem storage node of the Vagrant lab (run by Vagrant as root; see Vagrantfile
 # for the environment): Debian packages, tandem built from /vagrant and installed, the tandemd
-# config with this node's node_id, corosync with both nodes, Pacemaker, and the crm file that
-# puts ocf:tandem:tandem under Pacemaker (loaded by hand after the first sync: README.md).
-# Safe to run again (vagrant provision): it rebuilds and rewrites the same files.
+# config with this node's node_id and cluster mode on, corosync with both nodes, SBD on the
+# shared disk with the VM's watchdog, Pacemaker, and the crm file that puts ocf:tandem:tandem
+# under Pacemaker with SBD fencing (loaded by hand after the first sync: README.md).
+# Safe to run again (vagrant provision): it rebuilds and rewrites the same files, and never
+# rewrites an SBD header that is already there.
 #
 #   provision-node.sh --write-configs DIR
-#       writes only this node's tandem.conf, corosync.conf, authkey and cluster.crm into DIR
-#       and exits: installs, builds and starts nothing (tests/cluster/configs checks them;
-#       TANDEM_SRC names the tree, default /vagrant)
+#       writes only this node's tandem.conf, corosync.conf, authkey, sbd (/etc/default/sbd) and
+#       cluster.crm into DIR and exits: installs, builds and starts nothing (tests/cluster/configs
+#       checks them; TANDEM_SRC names the tree, default /vagrant)
 set -euo pipefail
 
 : "${NODE_NAME:?}" "${NODE_ID:?}" "${NODES:?}" "${CLIENT:?}" "${PORTAL_IP:?}" "${LUN_DEVICE:?}"
-: "${LUN_NAA:?}" "${REPL_SECRET:?}" "${AUTHKEY_B64:?}"
+: "${LUN_NAA:?}" "${REPL_SECRET:?}" "${AUTHKEY_B64:?}" "${SBD_DEVICE:?}" "${FENCE_PING:?}"
 src="${TANDEM_SRC:-/vagrant}"
 build=/root/tandem-build
 iqn=iqn.2026-11.io.tandem.lab:san
 initiator=iqn.1993-08.org.debian:01:tandem-client
 export DEBIAN_FRONTEND=noninteractive
+token_ms=1000 consensus_ms=600
+# SBD (the device header's timeouts): a node whose sbd stops feeding the watchdog is reset
+# after sbd_watchdog_s; a poison pill counts as delivered sbd_msgwait_s after it was written
+# (twice the watchdog, as sbd(8) asks). Fencing alpha waits fence_delay_s first, so that in a
+# split where both may fence, beta's pill comes too late and alpha stays up.
+sbd_watchdog_s=${TANDEM_SBD_WATCHDOG_S:-2}
+sbd_msgwait_s=${TANDEM_SBD_MSGWAIT_S:-4}
+fence_delay_s=${TANDEM_FENCE_DELAY_S:-2}
+# Pacemaker 2.1.5 does not add pcmk_delay_base to a fencing timeout, so the timeout covers it.
+stonith_timeout_s=$((fence_delay_s + 2 * sbd_msgwait_s + 10))
 
 # tandemd: one replicated LUN on the second disk; identical on both nodes except node_id.
 write_tandem_conf() # file
@@ -32,6 +44,9 @@ write_tandem_conf() # file
 # Written by deploy/vagrant/provision-node.sh on $NODE_NAME.
 node_id = $NODE_ID;
 instance = "default";
+# Corosync membership and quorum; a Primary whose peer left holds writes until the handler has
+# marked the peer outdated in the CIB and Pacemaker has fenced it (README: Clusters).
+cluster = { enabled = true; fence_peer = "/usr/lib/tandem/tandem-fence-peer"; };
 state_dir = "/var/lib/tandem";
 listen = [ "0.0.0.0:3260" ];
 log = { file = "/var/log/tandem/tandemd.log"; level = "info"; syslog = true; };
@@ -84,9 +99,9 @@ totem {
 	version: 2
 	cluster_name: tandem-lab
 	transport: knet
-	token: 1000
+	token: $token_ms
 	token_coefficient: 0
-	consensus: 600
+	consensus: $consensus_ms
 	crypto_cipher: aes256
 	crypto_hash: sha256
 }
@@ -110,19 +125,113 @@ write_authkey() # file
 	chmod 400 "$1"
 }
 
+# sbd's settings (/etc/default/sbd): Debian's own defaults plus the shared disk. With a disk,
+# sbd takes the timeouts from its header (sbd_header); the watchdog line only repeats it.
+# STARTMODE always: a fenced node that is powered on again clears its slot and rejoins.
+write_sbd_defaults() # file
+{
+	cat >"$1" <<EOF
+# Written by deploy/vagrant/provision-node.sh.
+SBD_DEVICE="$SBD_DEVICE"
+SBD_PACEMAKER=yes
+SBD_STARTMODE=always
+SBD_DELAY_START=no
+SBD_WATCHDOG_DEV=/dev/watchdog
+SBD_WATCHDOG_TIMEOUT=$sbd_watchdog_s
+SBD_TIMEOUT_ACTION=flush,reboot
+SBD_MOVE_TO_ROOT_CGROUP=auto
+SBD_SYNC_RESOURCE_STARTUP=yes
+SBD_OPTS=
+EOF
+}
+
+# The fencing chain fits the time tandemd holds writes: a write sent just before the peer died
+# fails 10 s later (replication.timeout, then the hold) unless the peer is fenced by then, after
+# the new membership, the delay on alpha and SBD's msgwait (1 s spare for the fencer's own
+# steps). The poison pill must outlast the watchdog, and Pacemaker's timeout the whole fencing.
+check_fence_budget()
+{
+	local fence_ms=$((token_ms + consensus_ms + 1000 * (fence_delay_s + sbd_msgwait_s) + 1000))
+	if ((fence_ms > 10000)); then
+		echo "provision-node: fencing takes up to $fence_ms ms (membership $((token_ms + consensus_ms)) ms + delay ${fence_delay_s} s + SBD msgwait ${sbd_msgwait_s} s + 1 s), over the 10000 ms tandemd holds writes: lower TANDEM_SBD_MSGWAIT_S or TANDEM_FENCE_DELAY_S" >&2
+		return 1
+	fi
+	if ((sbd_msgwait_s < 2 * sbd_watchdog_s)); then
+		echo "provision-node: SBD msgwait ${sbd_msgwait_s} s is below twice the watchdog timeout ${sbd_watchdog_s} s (TANDEM_SBD_MSGWAIT_S, TANDEM_SBD_WATCHDOG_S)" >&2
+		return 1
+	fi
+}
+
 # The cluster configuration to load once the LUN is in sync (README.md): the project's crm file
-# with the lab's portal IP, no fixed NIC (IPaddr2 finds the one on 192.168.60.0/24), and
-# fencing off, since the VMs have no fence device (never so in production). The properties go
-# into the file's one property statement: crmsh refuses a second one in the same load.
+# with the lab's portal IP and no fixed NIC (IPaddr2 finds the one on 192.168.60.0/24), fencing
+# on through fence_sbd, and a stonith-action of off (the failover need not wait for the fenced
+# VM to boot; `vagrant up NODE` brings it back). Each node's fencing level runs
+# fence_heuristics_ping first: a node that cannot reach the host on the front network is the
+# one cut off, and does not fence its peer. The properties go into the file's one property
+# statement: crmsh refuses a second one in the same load.
 write_cluster_crm() # file
 {
+	local props="stonith-enabled=true stonith-action=off stonith-timeout=${stonith_timeout_s}s"
+	local entry name nodes="" levels=""
 	sed -e "s/10\.0\.0\.100/$PORTAL_IP/g" -e 's/ nic=eth0//' \
-		-e 's/^property /property stonith-enabled=false no-quorum-policy=stop /' \
+		-e "s/^property /property $props no-quorum-policy=stop /" \
 		"$src/deploy/crm/tandem.crm" >"$1"
-	grep -q '^property stonith-enabled=false ' "$1" || {
-		echo "provision-node: no property statement in $src/deploy/crm/tandem.crm to add stonith-enabled=false to" >&2
+	grep -q "^property $props " "$1" || {
+		echo "provision-node: no property statement in $src/deploy/crm/tandem.crm to add $props to" >&2
 		return 1
 	}
+	for entry in $NODES; do
+		IFS=, read -r _ name _ _ <<<"$entry"
+		nodes="${nodes:+$nodes }$name"
+		cat >>"$1" <<EOF
+primitive hp-$name stonith:fence_heuristics_ping \\
+	params ping_targets=$FENCE_PING ping_count=2 ping_good_count=1 ping_interval=0 \\
+		ping_timeout=1 pcmk_host_list=$name pcmk_host_check=static-list
+location l_hp_${name}_elsewhere hp-$name -inf: $name
+EOF
+		levels="$levels $name: hp-$name,st-sbd"
+	done
+	cat >>"$1" <<EOF
+primitive st-sbd stonith:fence_sbd \\
+	params devices="$SBD_DEVICE" pcmk_host_list="$nodes" pcmk_host_check=static-list \\
+		pcmk_delay_base="${nodes%% *}:${fence_delay_s}s" \\
+	op monitor interval=60s timeout=20s
+fencing_topology$levels
+EOF
+}
+
+# The SBD header on the shared disk: node_id 1 writes it on a disk that is still all zeros, the
+# other node waits for it. A header already there is kept (a second provisioning, or a volume
+# left from an earlier lab) as long as its timeouts are the ones above.
+sbd_header()
+{
+	local dump="" i wd mw
+	[[ -b "$SBD_DEVICE" ]] || {
+		echo "provision-node: no shared SBD disk $SBD_DEVICE (the Vagrantfile's storage with serial ${SBD_DEVICE##*virtio-})" >&2
+		return 1
+	}
+	for ((i = 0; i < 900; i++)); do
+		dump="$(sbd -d "$SBD_DEVICE" dump 2>/dev/null)" && break
+		dump=""
+		if ((NODE_ID == 1)) && cmp -s -n 1048576 "$SBD_DEVICE" /dev/zero; then
+			sbd -d "$SBD_DEVICE" -1 "$sbd_watchdog_s" -4 "$sbd_msgwait_s" create >/dev/null
+		elif ((NODE_ID == 1)); then
+			echo "provision-node: $SBD_DEVICE holds data but no SBD header; not overwriting it" >&2
+			return 1
+		else
+			sleep 1
+		fi
+	done
+	[[ -n "$dump" ]] || {
+		echo "provision-node: no SBD header on $SBD_DEVICE after 900 s (node_id 1 writes it)" >&2
+		return 1
+	}
+	wd="$(awk -F': *' '/^Timeout \(watchdog\)/ {print $2}' <<<"$dump")"
+	mw="$(awk -F': *' '/^Timeout \(msgwait\)/ {print $2}' <<<"$dump")"
+	if [[ "$wd:$mw" != "$sbd_watchdog_s:$sbd_msgwait_s" ]]; then
+		echo "provision-node: the SBD header on $SBD_DEVICE has watchdog ${wd:-?} s and msgwait ${mw:-?} s, not $sbd_watchdog_s and $sbd_msgwait_s: destroy the lab and delete the volume (README.md) to start afresh" >&2
+		return 1
+	fi
 }
 
 if [[ "${1:-}" == --write-configs ]]; then
@@ -130,24 +239,34 @@ if [[ "${1:-}" == --write-configs ]]; then
 	write_tandem_conf "$out/tandem.conf"
 	write_corosync_conf "$out/corosync.conf"
 	write_authkey "$out/authkey"
+	write_sbd_defaults "$out/sbd"
 	write_cluster_crm "$out/cluster.crm"
+	check_fence_budget
 	exit 0
 fi
 
 # Packages: tandem's build dependencies (the list the project keeps in tests/deps.sh) and the
-# cluster stack. iptables for portblock, jq for the agent.
+# cluster stack. iptables for portblock, jq for the agent, sbd for fencing.
 # shellcheck disable=SC1091 # /vagrant/tests/deps.sh, the project's list
 . "$src/tests/deps.sh"
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${TANDEM_BUILD_DEPS[@]}" \
 	corosync pacemaker pacemaker-cli-utils crmsh resource-agents fence-agents jq iptables \
-	lvm2 libiscsi-bin >/dev/null
+	lvm2 libiscsi-bin sbd >/dev/null
+# The SBD header comes before the build, so that the node waiting for it waits minutes less.
+check_fence_budget
+sbd_header
 
 # Build and install tandemd, tandemctl and the agent.
 cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build" -j"$(nproc)" --target tandemd tandemctl >/dev/null
 install -m 755 "$build/bin/tandemd" "$build/bin/tandemctl" /usr/local/sbin/
 install -D -m 755 "$src/ra/tandem" /usr/lib/ocf/resource.d/tandem/tandem
+install -D -m 755 "$src/deploy/pacemaker/tandem-fence-peer" /usr/lib/tandem/tandem-fence-peer
+install -m 755 "$src/deploy/check-timers" /usr/local/sbin/tandem-check-timers
+# portblock (resource-agents 4.12) cannot see its own rule with Debian 12's iptables, which
+# prints protocol numbers; the wrapper, first in Pacemaker's PATH, prints the names (README).
+install -m 755 "$src/deploy/netns/iptables-names" /usr/local/sbin/iptables
 
 # Name resolution for the lab.
 for entry in $NODES; do
@@ -171,7 +290,16 @@ write_corosync_conf /etc/corosync/corosync.conf
 corosync -t -c /etc/corosync/corosync.conf >/dev/null
 write_cluster_crm /etc/tandem/cluster.crm
 
-systemctl enable corosync pacemaker >/dev/null 2>&1
+# SBD: the VM's watchdog (the Vagrantfile's i6300esb; sbd refuses to start without one), its
+# settings, then sbd itself, which corosync and pacemaker require once it is enabled (Debian's
+# package enables it on installation; nothing restarts corosync before this point).
+modprobe i6300esb 2>/dev/null || true
+[[ -c /dev/watchdog ]] || {
+	echo "provision-node: no /dev/watchdog (the Vagrantfile gives each node an i6300esb)" >&2
+	exit 1
+}
+write_sbd_defaults /etc/default/sbd
+systemctl enable sbd corosync pacemaker >/dev/null 2>&1
 systemctl restart corosync
 systemctl restart pacemaker
-echo "provision-node: $NODE_NAME (node_id $NODE_ID) ready: /usr/local/sbin/tandemd, LUN $LUN_DEVICE, corosync and pacemaker running"
+echo "provision-node: $NODE_NAME (node_id $NODE_ID) ready: /usr/local/sbin/tandemd, LUN $LUN_DEVICE, SBD on $SBD_DEVICE, corosync and pacemaker running"
