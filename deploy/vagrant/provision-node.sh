@@ -145,21 +145,35 @@ SBD_OPTS=
 EOF
 }
 
-# The fencing chain fits the time tandemd holds writes: a write sent just before the peer died
-# fails 10 s later (replication.timeout, then the hold) unless the peer is fenced by then, after
-# the new membership, the delay on alpha and SBD's msgwait (1 s spare for the fencer's own
-# steps). The poison pill must outlast the watchdog, and Pacemaker's timeout the whole fencing.
-check_fence_budget()
+# The lab's timer chain holds, fencing included: deploy/check-timers on the files this script
+# writes, with SBD's msgwait (the disk may not exist yet), so that a fencing that outlasts the
+# 10 s tandemd holds writes is refused before anything is installed. The poison pill must
+# outlast the watchdog.
+check_lab_timers()
 {
-	local fence_ms=$((token_ms + consensus_ms + 1000 * (fence_delay_s + sbd_msgwait_s) + 1000))
-	if ((fence_ms > 10000)); then
-		echo "provision-node: fencing takes up to $fence_ms ms (membership $((token_ms + consensus_ms)) ms + delay ${fence_delay_s} s + SBD msgwait ${sbd_msgwait_s} s + 1 s), over the 10000 ms tandemd holds writes: lower TANDEM_SBD_MSGWAIT_S or TANDEM_FENCE_DELAY_S" >&2
-		return 1
-	fi
+	local dir out rc
 	if ((sbd_msgwait_s < 2 * sbd_watchdog_s)); then
 		echo "provision-node: SBD msgwait ${sbd_msgwait_s} s is below twice the watchdog timeout ${sbd_watchdog_s} s (TANDEM_SBD_MSGWAIT_S, TANDEM_SBD_WATCHDOG_S)" >&2
 		return 1
 	fi
+	dir="$(mktemp -d)" || return 1
+	if write_tandem_conf "$dir/tandem.conf" && write_corosync_conf "$dir/corosync.conf" &&
+		write_cluster_crm "$dir/cluster.crm"; then
+		rc=0
+		out="$(bash "$src/deploy/check-timers" --corosync "$dir/corosync.conf" --crm "$dir/cluster.crm" \
+			--tandem-conf "$dir/tandem.conf" --sbd-msgwait "$sbd_msgwait_s" 2>&1)" || rc=$?
+		# The files are this script's: name them as the lab installs them.
+		out="${out//"$dir/cluster.crm"//etc/tandem/cluster.crm}"
+		out="${out//"$dir/tandem.conf"//etc/tandem/tandem.conf}"
+		out="${out//"$dir/corosync.conf"//etc/corosync/corosync.conf}"
+	else
+		out="cannot write the lab's files" rc=2
+	fi
+	rm -rf "$dir"
+	((rc == 0)) && return 0
+	echo "provision-node: the lab's timers do not hold with TANDEM_SBD_MSGWAIT_S=$sbd_msgwait_s, TANDEM_FENCE_DELAY_S=$fence_delay_s:" >&2
+	grep -E ' FAIL|error' <<<"$out" >&2 || echo "$out" >&2
+	return 1
 }
 
 # The cluster configuration to load once the LUN is in sync (README.md): the project's crm file
@@ -241,7 +255,7 @@ if [[ "${1:-}" == --write-configs ]]; then
 	write_authkey "$out/authkey"
 	write_sbd_defaults "$out/sbd"
 	write_cluster_crm "$out/cluster.crm"
-	check_fence_budget
+	check_lab_timers
 	exit 0
 fi
 
@@ -254,7 +268,7 @@ apt-get install -y -qq --no-install-recommends "${TANDEM_BUILD_DEPS[@]}" \
 	corosync pacemaker pacemaker-cli-utils crmsh resource-agents fence-agents jq iptables \
 	lvm2 libiscsi-bin sbd >/dev/null
 # The SBD header comes before the build, so that the node waiting for it waits minutes less.
-check_fence_budget
+check_lab_timers
 sbd_header
 
 # Build and install tandemd, tandemctl and the agent.
