@@ -146,30 +146,35 @@ EOF
 }
 
 # The lab's timer chain holds, fencing included: deploy/check-timers on the files this script
-# writes, with SBD's msgwait (the disk may not exist yet), so that a fencing that outlasts the
-# 10 s tandemd holds writes is refused before anything is installed. The poison pill must
-# outlast the watchdog.
-check_lab_timers()
+# writes (in DIR, already written; else written to a scratch directory first), with SBD's
+# msgwait (the disk may not exist yet), so that a fencing that outlasts the 10 s tandemd holds
+# writes is refused before anything is installed. The poison pill must outlast the watchdog.
+check_lab_timers() # [DIR]
 {
-	local dir out rc
+	local dir="${1:-}" scratch="" out rc=0
 	if ((sbd_msgwait_s < 2 * sbd_watchdog_s)); then
 		echo "provision-node: SBD msgwait ${sbd_msgwait_s} s is below twice the watchdog timeout ${sbd_watchdog_s} s (TANDEM_SBD_MSGWAIT_S, TANDEM_SBD_WATCHDOG_S)" >&2
 		return 1
 	fi
-	dir="$(mktemp -d)" || return 1
-	if write_tandem_conf "$dir/tandem.conf" && write_corosync_conf "$dir/corosync.conf" &&
-		write_cluster_crm "$dir/cluster.crm"; then
-		rc=0
+	if [[ -z "$dir" ]]; then
+		scratch="$(mktemp -d)" || return 1
+		dir="$scratch"
+		write_tandem_conf "$dir/tandem.conf" && write_corosync_conf "$dir/corosync.conf" &&
+			write_cluster_crm "$dir/cluster.crm" || rc=2
+	fi
+	if ((rc == 0)); then
 		out="$(bash "$src/deploy/check-timers" --corosync "$dir/corosync.conf" --crm "$dir/cluster.crm" \
 			--tandem-conf "$dir/tandem.conf" --sbd-msgwait "$sbd_msgwait_s" 2>&1)" || rc=$?
-		# The files are this script's: name them as the lab installs them.
+	else
+		out="cannot write the lab's files"
+	fi
+	if [[ -n "$scratch" ]]; then
+		# Scratch copies: name them as the lab installs them.
 		out="${out//"$dir/cluster.crm"//etc/tandem/cluster.crm}"
 		out="${out//"$dir/tandem.conf"//etc/tandem/tandem.conf}"
 		out="${out//"$dir/corosync.conf"//etc/corosync/corosync.conf}"
-	else
-		out="cannot write the lab's files" rc=2
+		rm -rf "$scratch"
 	fi
-	rm -rf "$dir"
 	((rc == 0)) && return 0
 	echo "provision-node: the lab's timers do not hold with TANDEM_SBD_MSGWAIT_S=$sbd_msgwait_s, TANDEM_FENCE_DELAY_S=$fence_delay_s:" >&2
 	grep -E ' FAIL|error' <<<"$out" >&2 || echo "$out" >&2
@@ -255,7 +260,7 @@ if [[ "${1:-}" == --write-configs ]]; then
 	write_authkey "$out/authkey"
 	write_sbd_defaults "$out/sbd"
 	write_cluster_crm "$out/cluster.crm"
-	check_lab_timers
+	check_lab_timers "$out"
 	exit 0
 fi
 
