@@ -10,10 +10,11 @@
 #include <unistd.h>
 
 #include "admin/admin_ipc.h"
-#include "core/worker.h"
 #include "tandem/cluster.h"
 #include "tandem/config.h"
+#include "tandem/iscsi_portal.h"
 #include "tandem/log.h"
+#include "tandem/net.h"
 #include "tandem/registry.h"
 #include "tandem/repl.h"
 
@@ -205,14 +206,26 @@ static int32_t on_stop_signal(int32_t sig, void *data)
 static int start_listeners(const struct tdm_config *cfg)
 {
         for (size_t i = 0; i < cfg->n_listen; i++) {
-                int rc = iscsi_listen_add(main_loop, cfg->listen[i]);
+                char host[128];
+                uint16_t port;
+                int rc = tdm_parse_hostport(cfg->listen[i], host, sizeof(host), &port) < 0
+                             ? -EINVAL
+                             : iscsi_listen_add(main_loop, host, port);
                 if (rc < 0) {
                         log_err("cannot listen on %s: %s", cfg->listen[i], strerror(-rc));
                         return rc;
                 }
+                log_notice("listening for iSCSI on %s", cfg->listen[i]);
         }
         return 0;
 }
+
+/* The iSCSI layer looks targets up in the registry: wired here, above both. */
+static const struct iscsi_env registry_env = {
+    .lookup_target = tdm_registry_login_target,
+    .discovery_auth = tdm_registry_discovery_auth,
+    .for_each_visible = tdm_registry_for_each_visible,
+};
 
 int main(int argc, char **argv)
 {
@@ -260,7 +273,7 @@ int main(int argc, char **argv)
                 goto out_registry;
         }
         /* ---- end cluster ---- */
-        if (iscsi_workers_start(cfg.threads, &cfg.iscsi) < 0)
+        if (iscsi_workers_start(cfg.threads, &cfg.iscsi, &registry_env) < 0)
                 goto out_cluster;
         if (start_listeners(&cfg) < 0)
                 goto out_workers;
@@ -275,7 +288,7 @@ int main(int argc, char **argv)
         status = 0;
         admin_ipc_stop();
 out_listen:
-        iscsi_listen_close_all(main_loop);
+        iscsi_listen_close_all();
 out_workers:
         repl_quiesce_all(); /* completes what waits for a peer before the workers go */
         iscsi_workers_stop();
@@ -283,6 +296,7 @@ out_cluster:
         cluster_stop(); /* cluster (issue 4): pending Outdate requests end with -ECANCELED */
 out_registry:
         tdm_registry_fini();
+        net_pool_shutdown();
 out_loop:
         qb_loop_destroy(main_loop);
         tdm_log_fini();

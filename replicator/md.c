@@ -23,6 +23,8 @@
 
 #include <isa-l/crc.h>
 
+#include "tandem/byteorder.h"
+#include "tandem/fsutil.h"
 #include "md.h"
 
 #define MD_BLOCK          4096u
@@ -107,32 +109,6 @@ struct repl_md {
 
 /* ---- encoding ---- */
 
-static void put32(uint8_t *b, unsigned off, uint32_t v)
-{
-        v = htole32(v);
-        memcpy(b + off, &v, 4);
-}
-
-static void put64(uint8_t *b, unsigned off, uint64_t v)
-{
-        v = htole64(v);
-        memcpy(b + off, &v, 8);
-}
-
-static uint32_t get32(const uint8_t *b, unsigned off)
-{
-        uint32_t v;
-        memcpy(&v, b + off, 4);
-        return le32toh(v);
-}
-
-static uint64_t get64(const uint8_t *b, unsigned off)
-{
-        uint64_t v;
-        memcpy(&v, b + off, 8);
-        return le64toh(v);
-}
-
 static uint32_t block_crc(const uint8_t *b)
 {
         return crc32_iscsi((unsigned char *)b, (int)MD_CRC_OFF, 0xffffffffu);
@@ -140,12 +116,12 @@ static uint32_t block_crc(const uint8_t *b)
 
 static void seal_block(uint8_t *b)
 {
-        put32(b, MD_CRC_OFF, block_crc(b));
+        put_le32(b + MD_CRC_OFF, block_crc(b));
 }
 
 static bool block_crc_ok(const uint8_t *b)
 {
-        return get32(b, MD_CRC_OFF) == block_crc(b);
+        return get_le32(b + MD_CRC_OFF) == block_crc(b);
 }
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
@@ -161,70 +137,71 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 static void encode_super(uint8_t *b, const struct repl_md_super *s, uint64_t seq, bool clean)
 {
         memset(b, 0, MD_BLOCK);
-        put32(b, SB_MAGIC, MD_SUPER_MAGIC);
-        put32(b, SB_VERSION, MD_VERSION);
-        put64(b, SB_SEQ, seq);
-        put64(b, SB_CURRENT, s->gen.current);
-        put64(b, SB_BITMAP, s->gen.bitmap);
-        put64(b, SB_HIST0, s->gen.history[0]);
-        put64(b, SB_HIST1, s->gen.history[1]);
-        put32(b, SB_DISK, (uint32_t)s->disk);
-        put32(b, SB_PEER_DISK, (uint32_t)s->peer_disk);
-        put32(b, SB_ROLE, (uint32_t)s->role);
-        put32(b, SB_FLAGS,
-              (s->primary_active ? MD_FLAG_PRIMARY_ACTIVE : 0) | (clean ? MD_FLAG_CLEAN : 0));
-        put64(b, SB_EPOCH, s->promote_epoch);
-        put32(b, SB_NODE, s->node_id);
-        put32(b, SB_PEER_NODE, s->peer_node_id);
-        put64(b, SB_SIZE, s->size_bytes);
-        put64(b, SB_CURSOR, s->resync_cursor);
-        put32(b, SB_BIT_SHIFT, REPL_MD_BIT_SHIFT);
-        put32(b, SB_EXT_SHIFT, REPL_MD_AL_EXTENT_SHIFT);
+        put_le32(b + SB_MAGIC, MD_SUPER_MAGIC);
+        put_le32(b + SB_VERSION, MD_VERSION);
+        put_le64(b + SB_SEQ, seq);
+        put_le64(b + SB_CURRENT, s->gen.current);
+        put_le64(b + SB_BITMAP, s->gen.bitmap);
+        put_le64(b + SB_HIST0, s->gen.history[0]);
+        put_le64(b + SB_HIST1, s->gen.history[1]);
+        put_le32(b + SB_DISK, (uint32_t)s->disk);
+        put_le32(b + SB_PEER_DISK, (uint32_t)s->peer_disk);
+        put_le32(b + SB_ROLE, (uint32_t)s->role);
+        put_le32(b + SB_FLAGS,
+                 (s->primary_active ? MD_FLAG_PRIMARY_ACTIVE : 0) | (clean ? MD_FLAG_CLEAN : 0));
+        put_le64(b + SB_EPOCH, s->promote_epoch);
+        put_le32(b + SB_NODE, s->node_id);
+        put_le32(b + SB_PEER_NODE, s->peer_node_id);
+        put_le64(b + SB_SIZE, s->size_bytes);
+        put_le64(b + SB_CURSOR, s->resync_cursor);
+        put_le32(b + SB_BIT_SHIFT, REPL_MD_BIT_SHIFT);
+        put_le32(b + SB_EXT_SHIFT, REPL_MD_AL_EXTENT_SHIFT);
         seal_block(b);
 }
 
 /* Why a superblock copy is unusable, or NULL when it is fine. */
 static const char *check_super(const uint8_t *b)
 {
-        if (get32(b, SB_MAGIC) != MD_SUPER_MAGIC)
+        if (get_le32(b + SB_MAGIC) != MD_SUPER_MAGIC)
                 return "bad magic";
         if (!block_crc_ok(b))
                 return "bad checksum";
-        if (get32(b, SB_VERSION) != MD_VERSION)
+        if (get_le32(b + SB_VERSION) != MD_VERSION)
                 return "unsupported version";
-        if (get32(b, SB_BIT_SHIFT) != REPL_MD_BIT_SHIFT ||
-            get32(b, SB_EXT_SHIFT) != REPL_MD_AL_EXTENT_SHIFT)
+        if (get_le32(b + SB_BIT_SHIFT) != REPL_MD_BIT_SHIFT ||
+            get_le32(b + SB_EXT_SHIFT) != REPL_MD_AL_EXTENT_SHIFT)
                 return "unsupported bitmap granularity";
-        if (get32(b, SB_DISK) > REPL_DISK_UNKNOWN || get32(b, SB_PEER_DISK) > REPL_DISK_UNKNOWN ||
-            get32(b, SB_ROLE) > REPL_ROLE_PRIMARY)
+        if (get_le32(b + SB_DISK) > REPL_DISK_UNKNOWN ||
+            get_le32(b + SB_PEER_DISK) > REPL_DISK_UNKNOWN ||
+            get_le32(b + SB_ROLE) > REPL_ROLE_PRIMARY)
                 return "invalid state value";
         return NULL;
 }
 
 static void decode_super(const uint8_t *b, struct repl_md_super *s, bool *clean)
 {
-        uint32_t flags = get32(b, SB_FLAGS);
+        uint32_t flags = get_le32(b + SB_FLAGS);
         memset(s, 0, sizeof(*s));
-        s->gen.current = get64(b, SB_CURRENT);
-        s->gen.bitmap = get64(b, SB_BITMAP);
-        s->gen.history[0] = get64(b, SB_HIST0);
-        s->gen.history[1] = get64(b, SB_HIST1);
-        s->disk = (enum repl_disk_state)get32(b, SB_DISK);
-        s->peer_disk = (enum repl_disk_state)get32(b, SB_PEER_DISK);
-        s->role = (enum repl_role)get32(b, SB_ROLE);
+        s->gen.current = get_le64(b + SB_CURRENT);
+        s->gen.bitmap = get_le64(b + SB_BITMAP);
+        s->gen.history[0] = get_le64(b + SB_HIST0);
+        s->gen.history[1] = get_le64(b + SB_HIST1);
+        s->disk = (enum repl_disk_state)get_le32(b + SB_DISK);
+        s->peer_disk = (enum repl_disk_state)get_le32(b + SB_PEER_DISK);
+        s->role = (enum repl_role)get_le32(b + SB_ROLE);
         s->primary_active = flags & MD_FLAG_PRIMARY_ACTIVE;
-        s->promote_epoch = get64(b, SB_EPOCH);
-        s->node_id = get32(b, SB_NODE);
-        s->peer_node_id = get32(b, SB_PEER_NODE);
-        s->size_bytes = get64(b, SB_SIZE);
-        s->resync_cursor = get64(b, SB_CURSOR);
+        s->promote_epoch = get_le64(b + SB_EPOCH);
+        s->node_id = get_le32(b + SB_NODE);
+        s->peer_node_id = get_le32(b + SB_PEER_NODE);
+        s->size_bytes = get_le64(b + SB_SIZE);
+        s->resync_cursor = get_le64(b + SB_CURSOR);
         *clean = flags & MD_FLAG_CLEAN;
 }
 
 static bool check_al(const uint8_t *b)
 {
-        return get32(b, AL_MAGIC) == MD_AL_MAGIC && block_crc_ok(b) &&
-               get32(b, AL_VERSION) == MD_VERSION && get32(b, AL_COUNT) <= REPL_MD_AL_SLOTS;
+        return get_le32(b + AL_MAGIC) == MD_AL_MAGIC && block_crc_ok(b) &&
+               get_le32(b + AL_VERSION) == MD_VERSION && get_le32(b + AL_COUNT) <= REPL_MD_AL_SLOTS;
 }
 
 /* ---- raw I/O (callers hold io_lock once the md is shared) ---- */
@@ -273,12 +250,12 @@ static int write_al(struct repl_md *md, const uint64_t *extents, uint32_t count)
         uint8_t b[MD_BLOCK];
         uint64_t seq = md->al_seq + 1;
         memset(b, 0, sizeof(b));
-        put32(b, AL_MAGIC, MD_AL_MAGIC);
-        put32(b, AL_VERSION, MD_VERSION);
-        put64(b, AL_SEQ, seq);
-        put32(b, AL_COUNT, count);
+        put_le32(b + AL_MAGIC, MD_AL_MAGIC);
+        put_le32(b + AL_VERSION, MD_VERSION);
+        put_le64(b + AL_SEQ, seq);
+        put_le32(b + AL_COUNT, count);
         for (uint32_t i = 0; i < count; i++)
-                put64(b, AL_EXTENTS + 8 * i, extents[i]);
+                put_le64(b + AL_EXTENTS + 8 * i, extents[i]);
         seal_block(b);
         int rc = write_block(md, MD_AL_OFF + (seq % 2) * MD_BLOCK, b);
         if (rc == 0)
@@ -346,7 +323,7 @@ static void encode_page(const struct repl_md *md, size_t page, uint8_t *b)
 {
         const uint64_t *w = md->words + page * MD_WORDS_PER_PAGE;
         for (unsigned i = 0; i < MD_WORDS_PER_PAGE; i++)
-                put64(b, 8 * i, w[i]);
+                put_le64(b + 8 * i, w[i]);
 }
 
 /* ---- bitmap persistence (callers hold io_lock) ---- */
@@ -449,18 +426,6 @@ static uint64_t md_file_len(const struct repl_md *md)
         return MD_BITMAP_OFF + (uint64_t)md->npages * MD_BLOCK;
 }
 
-static int fsync_parent_dir(const char *path)
-{
-        char copy[PATH_MAX];
-        snprintf(copy, sizeof(copy), "%s", path);
-        int dfd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd < 0)
-                return -errno;
-        int rc = fsync(dfd) < 0 ? -errno : 0;
-        close(dfd);
-        return rc;
-}
-
 /* Initializes an empty file: both log copies empty, both superblock copies, clean. */
 static int md_format(struct repl_md *md, const char *path, uint64_t size_bytes, uint32_t node_id,
                      uint32_t peer_node_id, char *err, size_t errlen)
@@ -480,7 +445,7 @@ static int md_format(struct repl_md *md, const char *path, uint64_t size_bytes, 
         for (int i = 0; i < 2 && rc == 0; i++)
                 rc = write_super(md, &s, true);
         if (rc == 0)
-                rc = fsync_parent_dir(path);
+                rc = tdm_fsync_parent_dir(path);
         if (rc < 0)
                 set_err(err, errlen, "%s: cannot initialize metadata: %s", path, strerror(-rc));
         return rc;
@@ -499,7 +464,7 @@ static int load_super(struct repl_md *md, const char *path, bool *clean, char *e
                         return rc;
                 }
                 why[i] = check_super(b[i]);
-                if (!why[i] && (best < 0 || get64(b[i], SB_SEQ) > get64(b[best], SB_SEQ)))
+                if (!why[i] && (best < 0 || get_le64(b[i] + SB_SEQ) > get_le64(b[best] + SB_SEQ)))
                         best = i;
         }
         if (best < 0) {
@@ -508,7 +473,7 @@ static int load_super(struct repl_md *md, const char *path, bool *clean, char *e
                 return -EINVAL;
         }
         decode_super(b[best], &md->super, clean);
-        md->super_seq = get64(b[best], SB_SEQ);
+        md->super_seq = get_le64(b[best] + SB_SEQ);
         return 0;
 }
 
@@ -546,7 +511,7 @@ static int load_bitmap(struct repl_md *md, const char *path, char *err, size_t e
                 }
                 uint64_t *w = md->words + p * MD_WORDS_PER_PAGE;
                 for (unsigned i = 0; i < MD_WORDS_PER_PAGE; i++)
-                        w[i] = get64(b, 8 * i);
+                        w[i] = get_le64(b + 8 * i);
         }
         /* Bits past the end must not exist, whatever the file holds there. */
         uint64_t nwords = md->npages * (uint64_t)MD_WORDS_PER_PAGE;
@@ -571,16 +536,17 @@ static int recover_al(struct repl_md *md, const char *path, char *err, size_t er
                         set_err(err, errlen, "%s: reading activity log: %s", path, strerror(-rc));
                         return rc;
                 }
-                if (check_al(b[i]) && (best < 0 || get64(b[i], AL_SEQ) > get64(b[best], AL_SEQ)))
+                if (check_al(b[i]) &&
+                    (best < 0 || get_le64(b[i] + AL_SEQ) > get_le64(b[best] + AL_SEQ)))
                         best = i;
         }
         if (best < 0) {
                 set_err(err, errlen, "%s: activity log unreadable after an unclean shutdown", path);
                 return -EINVAL;
         }
-        uint32_t count = get32(b[best], AL_COUNT);
+        uint32_t count = get_le32(b[best] + AL_COUNT);
         for (uint32_t i = 0; i < count; i++)
-                set_extent_bits(md, get64(b[best], AL_EXTENTS + 8 * i));
+                set_extent_bits(md, get_le64(b[best] + AL_EXTENTS + 8 * i));
         int rc = flush_all_pages(md);
         if (rc < 0)
                 set_err(err, errlen, "%s: writing recovered bitmap: %s", path, strerror(-rc));
@@ -594,8 +560,8 @@ static void load_al_seq(struct repl_md *md)
         md->al_seq = 0;
         for (int i = 0; i < 2; i++)
                 if (read_block(md->fd, MD_AL_OFF + (uint64_t)i * MD_BLOCK, b) == 0 && check_al(b) &&
-                    get64(b, AL_SEQ) > md->al_seq)
-                        md->al_seq = get64(b, AL_SEQ);
+                    get_le64(b + AL_SEQ) > md->al_seq)
+                        md->al_seq = get_le64(b + AL_SEQ);
 }
 
 int repl_md_open(const char *path, uint64_t size_bytes, uint32_t node_id, uint32_t peer_node_id,
@@ -1037,6 +1003,22 @@ int repl_md_al_begin(struct repl_md *md, uint64_t off, uint64_t len)
                 pin_range(md, e0, e1);
         pthread_mutex_unlock(&md->lock);
         return rc;
+}
+
+int repl_md_al_try_begin(struct repl_md *md, uint64_t off, uint64_t len)
+{
+        if (len == 0 || off + (len - 1) < off)
+                return 0;
+        uint64_t e0 = off >> REPL_MD_AL_EXTENT_SHIFT;
+        uint64_t e1 = (off + (len - 1)) >> REPL_MD_AL_EXTENT_SHIFT;
+        if (e1 - e0 >= REPL_MD_AL_SLOTS)
+                return -EWOULDBLOCK;
+        pthread_mutex_lock(&md->lock);
+        bool hot = !md->al_stale && all_active(md, e0, e1);
+        if (hot)
+                pin_range(md, e0, e1);
+        pthread_mutex_unlock(&md->lock);
+        return hot ? 0 : -EWOULDBLOCK;
 }
 
 void repl_md_al_end(struct repl_md *md, uint64_t off, uint64_t len)

@@ -97,6 +97,9 @@ int repl_md_flush_bitmap(struct repl_md *md);
  * an I/O error is returned as -errno with nothing held. len 0 is a no-op.
  */
 int repl_md_al_begin(struct repl_md *md, uint64_t off, uint64_t len);
+/* al_begin when it needs no I/O (every extent already active): 0, else -EWOULDBLOCK and
+ * nothing changed (the caller runs al_begin where it may block). */
+int repl_md_al_try_begin(struct repl_md *md, uint64_t off, uint64_t len);
 void repl_md_al_end(struct repl_md *md, uint64_t off, uint64_t len);
 /* Extents the in-memory activity log holds now (tests, status). */
 unsigned repl_md_al_used(struct repl_md *md);

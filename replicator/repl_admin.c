@@ -4,7 +4,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "repl_alua.h"
 #include "repl_internal.h"
 #include "tandem/cluster.h"
 #include "tandem/log.h"
@@ -158,7 +157,7 @@ out:
                 notify_peer(r); /* the peer hears of the role before our first write */
         if (rc == 0) {
                 pthread_mutex_lock(&r->lock);
-                repl_update_standby(r);
+                repl_publish_access(r);
                 pthread_mutex_unlock(&r->lock);
         }
         return rc;
@@ -180,20 +179,24 @@ static int do_demote(struct repl_lun *r, void *arg, char *err, size_t errlen)
                 return 0;
         }
         /* New commands are refused first; those already sent get their acks. */
-        atomic_store(&r->lun->standby, true);
-        repl_alua_changed(r);
+        r->demoting = true;
+        repl_publish_access(r);
         pthread_mutex_unlock(&r->lock);
-        if (!repl_writes_drained(r, DEMOTE_DRAIN_MS)) {
-                atomic_store(&r->lun->standby, false);
+        bool drained = repl_writes_drained(r, DEMOTE_DRAIN_MS);
+        pthread_mutex_lock(&r->lock);
+        r->demoting = false;
+        if (!drained) {
+                repl_publish_access(r);
+                pthread_mutex_unlock(&r->lock);
                 snprintf(err, errlen,
                          "demote: writes still wait for the peer after %d ms; "
                          "still Primary",
                          DEMOTE_DRAIN_MS);
                 return -EBUSY;
         }
-        pthread_mutex_lock(&r->lock);
         r->sb.role = REPL_ROLE_SECONDARY;
         r->sb.primary_active = false;
+        repl_publish_access(r);
         int rc = repl_persist(r);
         pthread_mutex_unlock(&r->lock);
         if (rc < 0)

@@ -11,14 +11,12 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "repl_alua.h"
 #include "repl_internal.h"
+#include "tandem/clock.h"
 #include "tandem/log.h"
 #include "wire.h"
 
 #define ACK_BATCH 32u
-
-uint64_t tdm_now_ns(void);
 
 static bool link_is_up(struct repl_lun *r)
 {
@@ -77,7 +75,7 @@ static int payload_in(struct rx_state *st, uint32_t len, const void **out)
 
 static bool range_ok(struct repl_lun *r, uint64_t off, uint64_t len)
 {
-        uint32_t bs = r->lun->block_size;
+        uint32_t bs = r->block_size;
         return off % bs == 0 && len % bs == 0 && off <= r->size_bytes && len <= r->size_bytes - off;
 }
 
@@ -98,12 +96,12 @@ static int apply_local(struct repl_lun *r, uint32_t kind, const void *buf, uint6
                        uint64_t len)
 {
         switch (kind) {
-        case REPL_IO_WRITE:
-                return bs_write(r->bs, buf, len, off);
-        case REPL_IO_ZERO:
-                return bs_write_zeroes(r->bs, off, len);
-        case REPL_IO_UNMAP:
-                return bs_unmap(r->bs, off, len);
+        case REPL_OP_WRITE:
+                return tdm_medium_write(r->local, buf, len, off, 0);
+        case REPL_OP_ZERO:
+                return tdm_medium_change(r->local, TDM_MIO_WRITE_ZEROES, off, len);
+        case REPL_OP_UNMAP:
+                return tdm_medium_change(r->local, TDM_MIO_UNMAP, off, len);
         }
         return -EINVAL;
 }
@@ -168,8 +166,8 @@ static int on_write(struct repl_lun *r, struct rx_state *st, const struct repl_r
         /* Writes come only from a Primary: its role, sent on this channel, precedes them. */
         if (!peer_primary)
                 return protocol_error(r, "peer sent a %s while it is not Primary", "write");
-        bool data = m->kind == REPL_IO_WRITE;
-        bool kind_ok = data || m->kind == REPL_IO_ZERO || m->kind == REPL_IO_UNMAP;
+        bool data = m->kind == REPL_OP_WRITE;
+        bool kind_ok = data || m->kind == REPL_OP_ZERO || m->kind == REPL_OP_UNMAP;
         if (!kind_ok || !range_ok(r, m->offset, m->length) ||
             rx->f.payload_len != (data ? m->length : 0))
                 return protocol_error(r, "malformed %s from peer", "write");
@@ -177,7 +175,10 @@ static int on_write(struct repl_lun *r, struct rx_state *st, const struct repl_r
         int rc = payload_in(st, rx->f.payload_len, &payload);
         if (rc < 0)
                 return rc;
-        return apply_change(r, m->kind, payload, m->offset, m->length);
+        rc = apply_change(r, m->kind, payload, m->offset, m->length);
+        if (rc == 0 && m->fua && (rc = tdm_medium_flush(r->local)) < 0) /* durable before the ack */
+                return apply_failed(r, m->offset, m->length, rc, "flush of a FUA write");
+        return rc;
 }
 
 static int on_resync_data(struct repl_lun *r, struct rx_state *st, const struct repl_rx *rx)
@@ -195,7 +196,7 @@ static int on_resync_data(struct repl_lun *r, struct rx_state *st, const struct 
         int rc = payload_in(st, rx->f.payload_len, &payload);
         if (rc < 0)
                 return rc;
-        rc = apply_resync(r, st, m->zero ? REPL_IO_ZERO : REPL_IO_WRITE, payload, m->offset,
+        rc = apply_resync(r, st, m->zero ? REPL_OP_ZERO : REPL_OP_WRITE, payload, m->offset,
                           m->length);
         if (rc == 0) {
                 pthread_mutex_lock(&r->lock);
@@ -236,7 +237,7 @@ static int on_verify(struct repl_lun *r, struct rx_state *st, const struct repl_
         if (r->conn == REPL_CONN_CONNECTED)
                 r->conn = REPL_CONN_VERIFY_TARGET;
         pthread_mutex_unlock(&r->lock);
-        rc = bs_read(r->bs, st->buf, m->length, m->offset);
+        rc = tdm_medium_read(r->local, st->buf, m->length, m->offset);
         uint64_t *bad = calloc(m->length / blk, sizeof(*bad));
         size_t n_bad = 0;
         if (!bad)
@@ -267,7 +268,7 @@ static int on_scsi_state(struct repl_lun *r, const struct repl_rx *rx)
                 return protocol_error(r, "peer's %s differs from this node's", "LUN identity");
         pthread_mutex_lock(&r->lock);
         r->peer.side.role = m->role == REPL_ROLE_PRIMARY ? REPL_ROLE_PRIMARY : REPL_ROLE_SECONDARY;
-        repl_alua_changed(r);
+        repl_publish_access(r);
         pthread_mutex_unlock(&r->lock);
         return 0;
 }
@@ -278,7 +279,7 @@ static int flush_acks(struct repl_lun *r, struct rx_state *st)
         if (!st->unacked)
                 return 0;
         if (st->flush_before_ack) {
-                int rc = bs_flush(r->bs);
+                int rc = tdm_medium_flush(r->local);
                 if (rc < 0) /* nothing since the last ack may count as done */
                         return apply_failed(r, 0, 0, rc, "flush of resync data");
                 st->flush_before_ack = false;
@@ -293,7 +294,7 @@ static int on_data_message(struct repl_lun *r, struct rx_state *st, struct repl_
         case TANDEM__REPL__MSG_TYPE__MSG_WRITE:
                 return on_write(r, st, rx);
         case TANDEM__REPL__MSG_TYPE__MSG_FLUSH: {
-                int rc = bs_flush(r->bs);
+                int rc = tdm_medium_flush(r->local);
                 return rc < 0 ? apply_failed(r, 0, 0, rc, "flush") : 0;
         }
         case TANDEM__REPL__MSG_TYPE__MSG_RS_DATA:
@@ -427,7 +428,7 @@ static void on_sync_done(struct repl_lun *r, const Tandem__Repl__SyncDone *m)
                 return;
         }
         /* The resync data must be durable before the disk claims UpToDate. */
-        int drc = bs_flush(r->bs);
+        int drc = tdm_medium_flush(r->local);
         if (drc < 0) {
                 apply_failed(r, 0, 0, drc, "flush at the end of resync");
                 repl_disconnect(r, "cannot make the resynced data durable");
@@ -479,7 +480,7 @@ static void on_peer_state(struct repl_lun *r, const Tandem__Repl__State *m)
 {
         pthread_mutex_lock(&r->lock);
         repl_peer_from_state(r, m);
-        repl_alua_changed(r);
+        repl_publish_access(r);
         bool both_primary =
             r->peer.side.role == REPL_ROLE_PRIMARY && r->sb.role == REPL_ROLE_PRIMARY;
         if (r->conn == REPL_CONN_CONNECTED || r->conn == REPL_CONN_SYNC_SOURCE)

@@ -19,16 +19,14 @@
 
 #include "auth.h"
 #include "tandem/cluster.h"
-#include "repl_alua.h"
 #include "repl_internal.h"
+#include "tandem/clock.h"
 #include "tandem/log.h"
 #include "wire.h"
 
 #define BITMAP_CHUNK       (32u * 1024)
 #define REFUSED_RETRY_MS   5000
 #define STRAY_HANDSHAKE_MS 2000
-
-uint64_t tdm_now_ns(void);
 
 static void sleep_ms(struct repl_lun *r, unsigned ms)
 {
@@ -261,7 +259,7 @@ int repl_send_state(struct repl_lun *r)
         uint64_t hist[2];
         pthread_mutex_lock(&r->lock);
         m.size_bytes = r->size_bytes;
-        m.block_size = r->lun->block_size;
+        m.block_size = r->block_size;
         m.lun_naa = r->naa;
         m.lun_serial = r->serial;
         repl_gen_to_msg(&r->sb.gen, &g, hist);
@@ -342,8 +340,8 @@ static int check_peer_fits(struct repl_lun *r)
                                (unsigned long long)p->size_bytes);
                 return -EINVAL;
         }
-        if (p->block_size != r->lun->block_size) {
-                repl_set_error(r, "block size mismatch: %u here, %u on peer %u", r->lun->block_size,
+        if (p->block_size != r->block_size) {
+                repl_set_error(r, "block size mismatch: %u here, %u on peer %u", r->block_size,
                                p->block_size, r->peer_id);
                 return -EINVAL;
         }
@@ -593,11 +591,16 @@ static int send_scsi_state_locked(struct repl_lun *r, enum repl_role role)
         m.lun_naa = r->naa;
         m.lun_serial = r->serial;
         m.role = role;
-        struct repl_req *req = calloc(1, sizeof(*req));
+        struct repl_req *req = repl_req_new(REPL_OP_STATE, 0);
         if (!req)
                 return -ENOMEM;
-        req->kind = REPL_OP_STATE;
-        return repl_send_data_locked(r, req, TANDEM__REPL__MSG_TYPE__MSG_SCSI_STATE, &m, NULL, 0);
+        int rc =
+            repl_queue_data_locked(r, req, TANDEM__REPL__MSG_TYPE__MSG_SCSI_STATE, &m, NULL, 0);
+        if (rc < 0) {
+                repl_req_put(req);
+                repl_req_put(req);
+        }
+        return rc;
 }
 
 int repl_send_scsi_state(struct repl_lun *r)
@@ -653,7 +656,7 @@ static int establish(struct repl_lun *r, bool *standalone)
         }
         r->decision = d;
         r->link_up = true;
-        repl_alua_changed(r);
+        repl_publish_access(r);
         r->split_brain = false;
         if (d == REPL_DECIDE_IN_SYNC || decision_is_source(d))
                 r->crashed_primary = false; /* what it may have left behind goes to the peer */
@@ -692,7 +695,8 @@ static void join_thread(pthread_t t, bool *running)
 static void run_connected(struct repl_lun *r)
 {
         bool source = decision_is_source(r->decision);
-        if (start_thread(&r->data_rx, &r->data_rx_running, repl_data_rx_main, r) < 0 ||
+        if (start_thread(&r->sender, &r->sender_running, repl_sender_main, r) < 0 ||
+            start_thread(&r->data_rx, &r->data_rx_running, repl_data_rx_main, r) < 0 ||
             start_thread(&r->ctl_rx, &r->ctl_rx_running, repl_ctl_rx_main, r) < 0) {
                 repl_disconnect(r, "cannot start receiver threads");
         } else if (source) {
@@ -719,6 +723,8 @@ static void run_connected(struct repl_lun *r)
                         refuse_stray(r);
         }
         repl_disconnect(r, "stopping"); /* wakes the receivers whatever ended the loop */
+        join_thread(r->sender, &r->sender_running);
+        repl_send_queue_drop(r); /* frames the sender never took */
         join_thread(r->data_rx, &r->data_rx_running);
         join_thread(r->ctl_rx, &r->ctl_rx_running);
         join_thread(r->sync_thread, &r->sync_running);
@@ -744,7 +750,7 @@ void repl_disconnect_gen(struct repl_lun *r, uint64_t gen, const char *why)
         bool was_up = r->link_up;
         bool had_peer = r->in_ack_set;
         r->link_up = false;
-        repl_alua_changed(r);
+        repl_publish_access(r);
         r->in_ack_set = false;
         /* With a cluster, a Primary's writes wait from now until the group outdated the peer:
          * set in the same critical section, so no write slips through local-only. */
@@ -756,6 +762,7 @@ void repl_disconnect_gen(struct repl_lun *r, uint64_t gen, const char *why)
                 shutdown(r->data_fd, SHUT_RDWR);
         if (r->ctl_fd >= 0)
                 shutdown(r->ctl_fd, SHUT_RDWR);
+        pthread_cond_broadcast(&r->out_cond); /* the sender ends */
         if (was_up) {
                 r->conn_gen++;
                 if (!r->stopping)
@@ -791,7 +798,7 @@ static void after_disconnect(struct repl_lun *r, bool standalone)
                 r->want_connect = false;
         r->conn = r->want_connect && !r->stopping ? REPL_CONN_CONNECTING : REPL_CONN_STANDALONE;
         r->peer.known = false;
-        repl_alua_changed(r);
+        repl_publish_access(r);
         r->sync_rate_bps = 0;
         r->dirty_at_disconnect = repl_md_dirty_bits(r->md) << REPL_MD_BIT_SHIFT;
         pthread_mutex_unlock(&r->lock);

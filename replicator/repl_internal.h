@@ -2,11 +2,15 @@
  * The replicator's engine: one struct repl_lun per replicated LUN, shared by the files of
  * replicator/ only.
  *
+ * A replicated LUN is a medium (include/tandem/medium.h) wrapping this node's medium: a
+ * change goes to the local medium and to the peer's send queue at the same moment and is
+ * done when both are (protocol C).
+ *
  * Threads per LUN: a manager (connects or accepts, handshakes, decides the sync direction,
- * reconnects), and while connected one receiver per channel (data: the peer's writes,
- * resync data and verify requests; control: acks, state, pings) plus a resync/verify
- * worker when this node is the source. iSCSI worker threads send writes themselves, on
- * the data channel under send_lock, and never wait: the ack completes the command.
+ * reconnects, outdates a lost peer), and while connected a sender that drains the data
+ * channel's queue, one receiver per channel (data: the peer's writes, resync data and
+ * verify requests; control: acks, state, pings) plus a resync/verify worker when this node
+ * is the source. The iSCSI workers only queue: no socket or disk wait is theirs.
  */
 #ifndef TANDEM_REPL_INTERNAL_H
 #define TANDEM_REPL_INTERNAL_H
@@ -20,10 +24,8 @@
 #include "md.h"
 #include "tandem/config.h"
 #include "tandem/repl.h"
-#include "tandem/scsi.h"
+#include "tandem/medium.h"
 
-#define REPL_ORDER_STRIPES      256u
-#define REPL_ORDER_SHIFT        20            /* 1 MiB per ordering stripe */
 #define REPL_RESYNC_CHUNK       (256u * 1024) /* bytes per resync message */
 #define REPL_RESYNC_WINDOW      (8u * 1024 * 1024)
 #define REPL_VERIFY_BLOCK       4096u
@@ -42,14 +44,48 @@ enum repl_op_kind {
         REPL_OP_STATE = 7,
 };
 
-/* A data-channel message waiting for its ack (FIFO by seq). */
+#define REPL_HEAD_INLINE 96 /* frame header + a Write message fit here */
+
+struct repl_write;
+
+/*
+ * A data-channel message: queued for the sender, then waiting for its ack (FIFO by seq).
+ * A change of the Primary's is embedded in its repl_write; any other is freed once both
+ * the sender and the peer's answer are done with it.
+ */
 struct repl_req {
-        struct repl_req *next;
+        struct repl_req *next;     /* in flight or held, under send_lock */
+        struct repl_req *out_next; /* the send queue, under send_lock */
         uint64_t seq;
         enum repl_op_kind kind;
         uint64_t off, len;
         uint64_t sent_ns;
-        struct scsi_task *task; /* NULL for resync/verify/state */
+        struct repl_write *w; /* NULL for resync/verify/state */
+        atomic_int refs;      /* standalone: its answer and the sender */
+        /* The frame: header and message packed when queued, the payload borrowed. */
+        uint8_t head_inline[REPL_HEAD_INLINE];
+        uint8_t *head;
+        uint32_t head_len;
+        const void *payload;
+        uint32_t payload_len;
+        void *owned; /* freed with a standalone req (resync data, digests) */
+};
+
+/*
+ * One change the Primary makes for a caller: the local request and the peer's part run at
+ * once; the caller's request completes when both are done and the sender let go of the
+ * data (protocol C).
+ */
+struct repl_write {
+        struct repl_req req; /* the peer's part */
+        struct repl_lun *r;
+        struct tdm_mio *io;   /* the caller's */
+        struct tdm_mio local; /* on this node's medium */
+        atomic_int pending;   /* local, peer, sender, and one while starting */
+        int local_rc;
+        atomic_int peer_rc;
+        struct net_work al_work; /* an activity-log commit, on the pool */
+        bool al_held;
 };
 
 /* What the peer told us about itself (its State message). */
@@ -63,6 +99,13 @@ struct repl_peer_view {
 };
 
 struct repl_lun {
+        struct tdm_medium medium; /* first: what the LUN's SCSI layer uses */
+        struct tdm_medium *local; /* this node's copy (owned) */
+        uint32_t block_size;
+        _Atomic bool stopped; /* repl_lun_stop began: the medium takes no more changes */
+        bool stop_done;       /* ... and finished: threads ended, metadata closed */
+        bool quiesced;        /* shutting down: this node's group stops serving (r->lock) */
+        bool demoting;        /* a demote drains changes: new commands are refused (r->lock) */
         /* Identity and configuration (immutable after create). */
         char iqn[TDM_IQN_MAX];
         uint64_t lun_id;
@@ -74,8 +117,6 @@ struct repl_lun {
         char listen_host[128], peer_host[128];
         uint16_t listen_port, peer_port;
         char md_path[4096];
-        struct scsi_lun *lun; /* referenced */
-        struct bs_dev *bs;
         uint64_t size_bytes;
 
         /* State, under lock. */
@@ -99,13 +140,15 @@ struct repl_lun {
         bool link_up;      /* channels open (the manager owns them until they close) */
         bool in_ack_set;   /* under send_lock: writes go to the peer and wait for its ack */
         uint64_t conn_gen; /* bumped on every disconnect; written under lock and send_lock */
-        pthread_t data_rx, ctl_rx, sync_thread, manager;
-        bool data_rx_running, ctl_rx_running, sync_running, manager_running;
+        pthread_t data_rx, ctl_rx, sync_thread, manager, sender;
+        bool data_rx_running, ctl_rx_running, sync_running, manager_running, sender_running;
         uint64_t last_ctl_rx_ns;
 
-        /* Sending on the data channel: seq and the in-flight FIFO, under send_lock. */
+        /* Sending on the data channel: seq, the send queue and the in-flight FIFO. */
         pthread_mutex_t send_lock;
+        pthread_cond_t out_cond; /* the sender waits on it (with send_lock) */
         uint64_t next_seq;
+        struct repl_req *out_head, *out_tail;
         struct repl_req *inflight_head, *inflight_tail;
         uint64_t inflight_bytes;
         /*
@@ -121,9 +164,6 @@ struct repl_lun {
         /* Receiving (peer side): the next seq expected on the data channel. */
         uint64_t rx_expect_seq;
 
-        /* Overlapping writes are ordered: local write and send under the same stripe. */
-        pthread_mutex_t order[REPL_ORDER_STRIPES];
-
         /* Resync / verify progress (under lock). */
         bool sync_paused;
         bool verify_mode, verify_resync, verify_requested;
@@ -133,7 +173,7 @@ struct repl_lun {
         uint64_t verify_oos;
         uint64_t resync_sent, resync_received;
         atomic_uint_fast64_t writes_replicated;
-        atomic_int io_active; /* commands inside repl_lun_io: demote and shutdown wait for them */
+        atomic_int io_active; /* changes not yet completed: demote and shutdown wait for them */
         uint64_t dirty_at_disconnect;
 };
 
@@ -142,9 +182,10 @@ void repl_set_error(struct repl_lun *r, const char *fmt, ...) __attribute__((for
 /* Persist the superblock from the live fields (lock held). */
 int repl_persist(struct repl_lun *r);
 void repl_side_self(struct repl_lun *r, struct repl_side *s);
-void repl_update_standby(struct repl_lun *r);
+/* repl_io.c: a part of a caller's change is done (error: the peer's failure). */
+void repl_write_part_done(struct repl_write *w, int error);
 
-/* Waits (at most ms) until no command is inside repl_lun_io or waits for an ack. */
+/* Waits (at most ms) until no change of a caller is in flight. */
 bool repl_writes_drained(struct repl_lun *r, unsigned ms);
 /* Runs fn on the started replicated LUN with this NAA (32 hex digits); -ENOENT if none. */
 int repl_with_naa(const char *naa, char *err, size_t errlen,
@@ -177,7 +218,10 @@ int repl_send_scsi_state(struct repl_lun *r);
 struct Tandem__Repl__State;
 void repl_peer_from_state(struct repl_lun *r, const struct Tandem__Repl__State *m);
 
-/* repl_io.c */
+/* repl_io.c: the medium the LUN sees. */
+extern const struct tdm_medium_ops repl_medium_ops;
+/* This node's access state (role, link, peer's role) published to the LUN (r->lock held). */
+void repl_publish_access(struct repl_lun *r);
 /*
  * The ack for every request up to seq arrived (error: that seq failed on the peer).
  * -EPROTO for an ack of a seq never sent.
@@ -190,11 +234,22 @@ void repl_req_complete(struct repl_lun *r, struct repl_req *req, int error, bool
 /* Complete every in-flight request as if acknowledged by nobody (peer dropped); in cluster
  * mode while the peer is being outdated, those with a command are held instead. */
 void repl_fail_inflight(struct repl_lun *r);
-/* Send a data-channel message with a fresh seq and queue its req (send_lock held). */
-int repl_send_data_locked(struct repl_lun *r, struct repl_req *req, uint8_t type, void *msg,
-                          const struct iovec *iov, int niov);
-void repl_order_lock(struct repl_lun *r, uint64_t off, uint64_t len);
-void repl_order_unlock(struct repl_lun *r, uint64_t off, uint64_t len);
+
+/* repl_send.c: the data channel's send queue and the thread that drains it. */
+/*
+ * Gives req a fresh seq, packs its frame (the payload stays borrowed until the sender is
+ * done), and queues it for the sender and for its ack (send_lock held, peer in the ack
+ * set). 0, or -EMSGSIZE / -ENOMEM with nothing queued.
+ */
+int repl_queue_data_locked(struct repl_lun *r, struct repl_req *req, uint8_t type, void *msg,
+                           const void *payload, uint32_t payload_len);
+/* A standalone request (resync, verify, state), with room for an owned payload. */
+struct repl_req *repl_req_new(enum repl_op_kind kind, size_t owned_bytes);
+/* Done with a request: its answer came (or never will), or the sender let go of it. */
+void repl_req_put(struct repl_req *req);
+void *repl_sender_main(void *arg);
+/* After the sender ended: drops what is still queued (the link is gone). */
+void repl_send_queue_drop(struct repl_lun *r);
 
 /* repl_outdate.c: the cluster's part in dropping a peer (cluster mode only). */
 /* send_lock held: queue a change while the peer is being outdated (the task waits). */

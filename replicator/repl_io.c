@@ -1,250 +1,231 @@
 /*
- * The Primary's write path (protocol C): a change is ordered against overlapping ones,
- * applied locally, sent on the data channel with the next sequence number, and the command
- * completes when the peer's ack for that sequence number arrives. Overlapping changes hold
- * the same ordering stripe from the local write until they are sent, so both disks apply
- * them in one order; changes elsewhere go on in parallel.
+ * The Primary's write path (protocol C) as a medium: a change is submitted to this node's
+ * medium and queued for the peer at the same moment; the caller's request completes when
+ * the local request is done, the peer acknowledged (or is provably out of the ack set:
+ * the range is then marked out of sync), and the sender no longer needs the data.
+ *
+ * Ordering: callers hold a range lock over every change in flight (the medium contract),
+ * so overlapping changes never race, and both disks apply them in the order of the
+ * sequence numbers they are queued with.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include "repl_internal.h"
 #include "tandem/log.h"
 #include "wire.h"
 
-#define REPL_IO_SPLIT (64ull * 1024 * 1024) /* zeroing/unmapping is replicated in pieces */
-
-uint64_t tdm_now_ns(void);
-
-/* ---- ordering stripes: taken in ascending slot order, so never a deadlock ---- */
-
-static void order_span(uint64_t off, uint64_t len, unsigned *first, unsigned *count)
+static struct repl_lun *repl_of(struct tdm_medium *m)
 {
-        uint64_t a = off >> REPL_ORDER_SHIFT;
-        uint64_t b = (off + (len ? len : 1) - 1) >> REPL_ORDER_SHIFT;
-        uint64_t n = b - a + 1;
-        *first = (unsigned)(a % REPL_ORDER_STRIPES);
-        *count = n >= REPL_ORDER_STRIPES ? REPL_ORDER_STRIPES : (unsigned)n;
+        return (struct repl_lun *)m;
 }
 
-static bool span_has(unsigned first, unsigned count, unsigned slot)
+static bool is_change(enum repl_op_kind k)
 {
-        return (slot + REPL_ORDER_STRIPES - first) % REPL_ORDER_STRIPES < count;
+        return k == REPL_OP_WRITE || k == REPL_OP_ZERO || k == REPL_OP_UNMAP;
 }
 
-void repl_order_lock(struct repl_lun *r, uint64_t off, uint64_t len)
+static enum repl_op_kind op_kind(enum tdm_mio_op op)
 {
-        unsigned first, count;
-        order_span(off, len, &first, &count);
-        for (unsigned s = 0; s < REPL_ORDER_STRIPES; s++)
-                if (span_has(first, count, s))
-                        pthread_mutex_lock(&r->order[s]);
-}
-
-void repl_order_unlock(struct repl_lun *r, uint64_t off, uint64_t len)
-{
-        unsigned first, count;
-        order_span(off, len, &first, &count);
-        for (unsigned i = 0; i < count; i++)
-                pthread_mutex_unlock(&r->order[(first + i) % REPL_ORDER_STRIPES]);
-}
-
-/* ---- sending ---- */
-
-static void inflight_push(struct repl_lun *r, struct repl_req *req)
-{
-        req->next = NULL;
-        if (r->inflight_tail)
-                r->inflight_tail->next = req;
-        else
-                r->inflight_head = req;
-        r->inflight_tail = req;
-        if (req->kind == REPL_OP_RESYNC)
-                r->inflight_bytes += req->len;
-}
-
-int repl_send_data_locked(struct repl_lun *r, struct repl_req *req, uint8_t type, void *msg,
-                          const struct iovec *iov, int niov)
-{
-        req->seq = r->next_seq++;
-        /* Every data-channel message starts with its seq (field 1 of each message type). */
-        switch (type) {
-        case TANDEM__REPL__MSG_TYPE__MSG_WRITE:
-                ((Tandem__Repl__Write *)msg)->seq = req->seq;
-                break;
-        case TANDEM__REPL__MSG_TYPE__MSG_FLUSH:
-                ((Tandem__Repl__Flush *)msg)->seq = req->seq;
-                break;
-        case TANDEM__REPL__MSG_TYPE__MSG_RS_DATA:
-                ((Tandem__Repl__ResyncData *)msg)->seq = req->seq;
-                break;
-        case TANDEM__REPL__MSG_TYPE__MSG_VERIFY_REQ:
-                ((Tandem__Repl__VerifyRequest *)msg)->seq = req->seq;
-                break;
-        case TANDEM__REPL__MSG_TYPE__MSG_SCSI_STATE:
-                ((Tandem__Repl__ScsiState *)msg)->seq = req->seq;
-                break;
+        switch (op) {
+        case TDM_MIO_WRITE:
+                return REPL_OP_WRITE;
+        case TDM_MIO_WRITE_ZEROES:
+                return REPL_OP_ZERO;
+        case TDM_MIO_UNMAP:
+                return REPL_OP_UNMAP;
         default:
-                return -EINVAL;
+                return REPL_OP_FLUSH;
         }
-        /* Queued first: an ack can only come after the bytes left, and a failed send is
-         * completed by the disconnect like every other request in flight. */
-        req->sent_ns = tdm_now_ns();
-        inflight_push(r, req);
-        int rc = repl_send(r->data_fd, type, msg, iov, niov, (int)r->cfg.timeout_ms);
-        if (rc == 0 && req->kind != REPL_OP_RESYNC && req->kind != REPL_OP_VERIFY)
-                atomic_fetch_add_explicit(&r->writes_replicated, 1, memory_order_relaxed);
-        return rc;
 }
 
-static uint32_t wire_kind(enum repl_io_kind kind)
+/* ---- the join: local, peer, sender ---- */
+
+static void write_finish(struct repl_write *w)
 {
-        return (uint32_t)kind; /* REPL_IO_* values are the wire's kinds */
+        struct repl_lun *r = w->r;
+        struct repl_req *req = &w->req;
+        int peer_rc = atomic_load(&w->peer_rc);
+        if (w->al_held)
+                repl_md_al_end(r->md, req->off, req->len);
+        if (req->head && req->head != req->head_inline)
+                free(req->head);
+        struct tdm_mio *io = w->io;
+        int rc = w->local_rc ? w->local_rc : peer_rc;
+        free(w);
+        atomic_fetch_sub(&r->io_active, 1);
+        tdm_mio_complete(io, rc);
 }
 
-static int local_apply(struct repl_lun *r, enum repl_io_kind kind, const void *buf, uint64_t off,
-                       uint64_t len)
+void repl_write_part_done(struct repl_write *w, int error)
 {
-        switch (kind) {
-        case REPL_IO_WRITE:
-                return bs_write(r->bs, buf, len, off);
-        case REPL_IO_ZERO:
-                return bs_write_zeroes(r->bs, off, len);
-        case REPL_IO_UNMAP:
-                return bs_unmap(r->bs, off, len);
-        case REPL_IO_FLUSH:
-                return bs_flush(r->bs);
+        if (error) {
+                int none = 0;
+                atomic_compare_exchange_strong(&w->peer_rc, &none, error);
         }
-        return -EINVAL;
+        if (atomic_fetch_sub_explicit(&w->pending, 1, memory_order_acq_rel) == 1)
+                write_finish(w);
 }
 
-/* The peer is told: a request that waits for its ack (send_lock held). */
-static int send_change_locked(struct repl_lun *r, struct repl_req *req, enum repl_io_kind kind,
-                              const void *buf)
+static void local_done(struct tdm_mio *lio)
 {
-        if (kind == REPL_IO_FLUSH) {
+        struct repl_write *w = lio->arg;
+        w->local_rc = lio->result;
+        if (lio->result < 0 && is_change(w->req.kind))
+                repl_md_set_dirty(w->r->md, w->req.off, w->req.len); /* the peer has more */
+        repl_write_part_done(w, 0);
+}
+
+/* ---- the peer's part ---- */
+
+static int queue_change_locked(struct repl_lun *r, struct repl_write *w)
+{
+        struct repl_req *req = &w->req;
+        if (req->kind == REPL_OP_FLUSH) {
                 Tandem__Repl__Flush m = TANDEM__REPL__FLUSH__INIT;
-                return repl_send_data_locked(r, req, TANDEM__REPL__MSG_TYPE__MSG_FLUSH, &m, NULL,
-                                             0);
+                return repl_queue_data_locked(r, req, TANDEM__REPL__MSG_TYPE__MSG_FLUSH, &m, NULL,
+                                              0);
         }
         Tandem__Repl__Write m = TANDEM__REPL__WRITE__INIT;
         m.offset = req->off;
         m.length = (uint32_t)req->len;
-        m.kind = wire_kind(kind);
-        struct iovec iov = {.iov_base = (void *)buf, .iov_len = req->len};
-        bool data = kind == REPL_IO_WRITE;
-        return repl_send_data_locked(r, req, TANDEM__REPL__MSG_TYPE__MSG_WRITE, &m,
-                                     data ? &iov : NULL, data ? 1 : 0);
+        m.kind = (uint32_t)req->kind; /* the wire's kinds are REPL_OP_WRITE/ZERO/UNMAP */
+        if (w->io->flags & TDM_MIO_FUA)
+                m.fua = true;
+        bool data = req->kind == REPL_OP_WRITE;
+        return repl_queue_data_locked(r, req, TANDEM__REPL__MSG_TYPE__MSG_WRITE, &m,
+                                      data ? w->io->buf : NULL, data ? (uint32_t)req->len : 0);
 }
 
 /*
- * Hands the change to the peer if it is in the ack set: 1 when the task now waits for an
- * ack, 0 when the change was recorded as out of sync instead (no peer), -ENOMEM.
+ * In the ack set: queued (the sender and the ack complete it). Not, in cluster mode while
+ * the peer is being outdated: held until that is settled. Otherwise the range is out of
+ * sync and the peer's part is done now.
  */
-static int replicate(struct repl_lun *r, struct scsi_task *task, enum repl_io_kind kind,
-                     const void *buf, uint64_t off, uint64_t len)
+static void replicate(struct repl_lun *r, struct repl_write *w)
 {
-        struct repl_req *req = calloc(1, sizeof(*req));
+        struct repl_req *req = &w->req;
         pthread_mutex_lock(&r->send_lock);
-        if (!r->in_ack_set && r->outdating && req) {
-                /* The peer is not yet Outdated in the cluster: this write waits for that. */
-                req->kind = kind == REPL_IO_FLUSH ? REPL_OP_FLUSH : (enum repl_op_kind)kind;
-                req->off = off;
-                req->len = len;
-                req->task = task;
-                scsi_task_repl_hold(task);
+        if (r->in_ack_set) {
+                int rc = queue_change_locked(r, w);
+                pthread_mutex_unlock(&r->send_lock);
+                if (rc < 0) { /* not queued: the peer lacks it */
+                        if (is_change(req->kind))
+                                repl_md_set_dirty(r->md, req->off, req->len);
+                        repl_write_part_done(w, rc);
+                        repl_write_part_done(w, 0);
+                }
+                return;
+        }
+        if (r->outdating) {
                 repl_hold_locked(r, req);
                 pthread_mutex_unlock(&r->send_lock);
-                return 1;
+                repl_write_part_done(w, 0); /* nothing for the sender */
+                return;
         }
-        if (!r->in_ack_set) {
-                /* Marked under send_lock: a resync ack cannot clear it behind our back. */
-                if (kind != REPL_IO_FLUSH)
-                        repl_md_set_dirty(r->md, off, len);
-                pthread_mutex_unlock(&r->send_lock);
-                free(req);
-                return 0;
-        }
-        if (!req) {
-                pthread_mutex_unlock(&r->send_lock);
-                return -ENOMEM; /* the command fails; the peer stays a mirror */
-        }
-        uint64_t gen = r->conn_gen;
-        req->kind = kind == REPL_IO_FLUSH ? REPL_OP_FLUSH : (enum repl_op_kind)kind;
-        req->off = off;
-        req->len = len;
-        req->task = task;
-        scsi_task_repl_hold(task);
-        int rc = send_change_locked(r, req, kind, buf);
+        /* Marked under send_lock: a resync ack cannot clear it behind our back. */
+        if (is_change(req->kind))
+                repl_md_set_dirty(r->md, req->off, req->len);
         pthread_mutex_unlock(&r->send_lock);
-        if (rc < 0)
-                repl_disconnect_gen(r, gen,
-                                    rc == -ETIMEDOUT ? "peer stopped reading (send timed out)"
-                                                     : "send to peer failed");
-        return 1;
+        repl_write_part_done(w, 0);
+        repl_write_part_done(w, 0);
 }
 
-static int change_range(struct repl_lun *r, struct scsi_task *task, enum repl_io_kind kind,
-                        const void *buf, uint64_t off, uint64_t len)
+/* ---- submitting ---- */
+
+static void start_both(struct repl_write *w)
 {
-        if (len == 0)
-                return 0;
-        repl_order_lock(r, off, len);
-        int rc = repl_md_al_begin(r->md, off, len);
-        if (rc < 0) {
-                repl_order_unlock(r, off, len);
+        struct repl_lun *r = w->r;
+        w->local = (struct tdm_mio){.op = w->io->op,
+                                    .flags = w->io->flags,
+                                    .off = w->io->off,
+                                    .len = w->io->len,
+                                    .buf = w->io->buf,
+                                    .done = local_done,
+                                    .arg = w};
+        tdm_medium_submit(r->local, &w->local);
+        replicate(r, w);
+        repl_write_part_done(w, 0); /* the starting reference */
+}
+
+/* The activity log needed a write: done on the pool, the change goes on from there. */
+static void al_commit_run(struct net_work *work)
+{
+        struct repl_write *w =
+            (struct repl_write *)((char *)work - offsetof(struct repl_write, al_work));
+        w->local_rc = repl_md_al_begin(w->r->md, w->req.off, w->req.len);
+}
+
+static void al_commit_done(struct net_work *work)
+{
+        struct repl_write *w =
+            (struct repl_write *)((char *)work - offsetof(struct repl_write, al_work));
+        struct repl_lun *r = w->r;
+        if (w->local_rc < 0) {
                 log_err("replication %s lun %llu: activity log write failed: %s", r->iqn,
-                        (unsigned long long)r->lun_id, strerror(-rc));
-                return rc;
+                        (unsigned long long)r->lun_id, strerror(-w->local_rc));
+                struct tdm_mio *io = w->io;
+                int rc = w->local_rc;
+                free(w);
+                atomic_fetch_sub(&r->io_active, 1);
+                tdm_mio_complete(io, rc);
+                return;
         }
-        rc = local_apply(r, kind, buf, off, len);
-        int waits = 0;
-        if (rc < 0) {
-                repl_md_set_dirty(r->md, off, len); /* whatever part landed differs now */
-        } else {
-                waits = replicate(r, task, kind, buf, off, len);
-                if (waits < 0) { /* not sent: the peer lacks what landed here */
-                        repl_md_set_dirty(r->md, off, len);
-                        rc = waits;
-                }
-        }
-        repl_order_unlock(r, off, len);
-        if (waits <= 0)
-                repl_md_al_end(r->md, off, len);
-        return rc;
+        w->al_held = true;
+        start_both(w);
 }
 
-int repl_lun_io(struct repl_lun *r, struct scsi_task *task, enum repl_io_kind kind, const void *buf,
-                uint64_t off, uint64_t len)
+static void repl_submit(struct tdm_medium *m, struct tdm_mio *io)
 {
-        atomic_fetch_add(&r->io_active, 1);
-        int rc = 0;
-        if (kind == REPL_IO_FLUSH) {
-                rc = bs_flush(r->bs);
-                if (rc == 0)
-                        rc = replicate(r, task, kind, NULL, 0, 0) < 0 ? -ENOMEM : 0;
-        } else if (kind == REPL_IO_WRITE) {
-                rc = change_range(r, task, kind, buf, off, len);
-        } else {
-                /* Large zeroing/unmapping in pieces: each fits the activity log. */
-                for (uint64_t done = 0; rc == 0 && done < len;) {
-                        uint64_t n = len - done < REPL_IO_SPLIT ? len - done : REPL_IO_SPLIT;
-                        rc = change_range(r, task, kind, NULL, off + done, n);
-                        done += n;
-                }
+        struct repl_lun *r = repl_of(m);
+        if (io->op == TDM_MIO_READ) { /* served by this node's copy */
+                io->medium = r->local;
+                r->local->ops->submit(r->local, io);
+                return;
         }
-        atomic_fetch_sub(&r->io_active, 1);
-        return rc;
+        if (r->stopped) {
+                tdm_mio_complete(io, -ENODEV);
+                return;
+        }
+        struct repl_write *w = calloc(1, sizeof(*w));
+        if (!w) {
+                tdm_mio_complete(io, -ENOMEM);
+                return;
+        }
+        atomic_fetch_add(&r->io_active, 1);
+        w->r = r;
+        w->io = io;
+        w->req.w = w;
+        w->req.kind = op_kind(io->op);
+        w->req.off = io->off;
+        w->req.len = io->op == TDM_MIO_FLUSH ? 0 : io->len;
+        atomic_init(&w->pending, 4); /* local, peer, sender, starting */
+        if (!is_change(w->req.kind) || w->req.len == 0) {
+                start_both(w);
+                return;
+        }
+        /* The extents must be in the activity log before either copy changes. */
+        if (repl_md_al_try_begin(r->md, w->req.off, w->req.len) == 0) {
+                w->al_held = true;
+                start_both(w);
+                return;
+        }
+        w->al_work.run = al_commit_run;
+        w->al_work.done = al_commit_done;
+        if (io->loop) {
+                net_pool_submit(&w->al_work);
+        } else { /* a thread that may wait: do it here */
+                al_commit_run(&w->al_work);
+                al_commit_done(&w->al_work);
+        }
 }
 
 /* ---- acks ---- */
 
 void repl_req_complete(struct repl_lun *r, struct repl_req *req, int error, bool peer_has_it)
 {
-        bool change =
-            req->kind == REPL_OP_WRITE || req->kind == REPL_OP_ZERO || req->kind == REPL_OP_UNMAP;
+        bool change = is_change(req->kind);
         if (change && (!peer_has_it || error))
                 repl_md_set_dirty(r->md, req->off, req->len);
         if (req->kind == REPL_OP_RESYNC && peer_has_it && !error) {
@@ -253,11 +234,10 @@ void repl_req_complete(struct repl_lun *r, struct repl_req *req, int error, bool
                 r->resync_sent += req->len;
                 pthread_mutex_unlock(&r->lock);
         }
-        if (change)
-                repl_md_al_end(r->md, req->off, req->len);
-        if (req->task)
-                scsi_task_repl_release(req->task, error);
-        free(req);
+        if (req->w)
+                repl_write_part_done(req->w, error);
+        else
+                repl_req_put(req);
 }
 
 int repl_acked(struct repl_lun *r, uint64_t seq, int error)
@@ -315,7 +295,7 @@ void repl_fail_inflight(struct repl_lun *r)
         while (list) {
                 struct repl_req *req = list;
                 list = req->next;
-                if (hold && req->task) { /* waits with the later writes for the outdate */
+                if (hold && req->w) { /* waits with the later writes for the outdate */
                         repl_hold_locked(r, req);
                 } else {
                         req->next = NULL;
@@ -330,3 +310,48 @@ void repl_fail_inflight(struct repl_lun *r)
                 repl_req_complete(r, req, 0, false);
         }
 }
+
+/* ---- the rest of the medium ---- */
+
+static int repl_lba_status(struct tdm_medium *m, uint64_t off, uint64_t max_len,
+                           struct tdm_lba_status *out)
+{
+        struct repl_lun *r = repl_of(m);
+        return r->local->ops->lba_status(r->local, off, max_len, out);
+}
+
+static void repl_prefetch(struct tdm_medium *m, uint64_t off, uint64_t len)
+{
+        struct repl_lun *r = repl_of(m);
+        if (r->local->ops->prefetch)
+                r->local->ops->prefetch(r->local, off, len);
+}
+
+/*
+ * Asked before the groups are reported (a worker, no lock held). Never waits: while an
+ * admin operation holds the LUN, the last published state stands; it publishes what it
+ * changes.
+ */
+static void repl_refresh_access(struct tdm_medium *m)
+{
+        struct repl_lun *r = repl_of(m);
+        if (pthread_mutex_trylock(&r->lock) == 0) {
+                repl_publish_access(r);
+                pthread_mutex_unlock(&r->lock);
+        }
+}
+
+void repl_lun_free(struct repl_lun *r);
+
+static void repl_destroy(struct tdm_medium *m)
+{
+        repl_lun_free(repl_of(m));
+}
+
+const struct tdm_medium_ops repl_medium_ops = {
+    .submit = repl_submit,
+    .lba_status = repl_lba_status,
+    .prefetch = repl_prefetch,
+    .refresh_access = repl_refresh_access,
+    .destroy = repl_destroy,
+};

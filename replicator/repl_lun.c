@@ -11,7 +11,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "repl_alua.h"
 #include "repl_internal.h"
 #include "tandem/config_repl.h"
 #include "tandem/log.h"
@@ -72,50 +71,24 @@ void repl_side_self(struct repl_lun *r, struct repl_side *s)
                                 .want_discard = r->want_discard};
 }
 
-void repl_update_standby(struct repl_lun *r)
-{
-        atomic_store_explicit(&r->lun->standby, r->sb.role != REPL_ROLE_PRIMARY,
-                              memory_order_release);
-        repl_alua_changed(r);
-}
-
-/* ---- ALUA: each node is a target port group (id = node id) with one port (same id). ---- */
+/* ---- access (ALUA): each node is a target port group (id = node id) with one port ---- */
 
 /* The peer's group as this node knows it (r->lock held). */
-static enum scsi_alua_state peer_alua_state(const struct repl_lun *r)
+static uint8_t peer_access(const struct repl_lun *r)
 {
         if (!r->link_up || !r->peer.known)
-                return SCSI_ALUA_UNAVAILABLE;
-        return r->peer.side.role == REPL_ROLE_PRIMARY ? SCSI_ALUA_ACTIVE_OPTIMIZED
-                                                      : SCSI_ALUA_STANDBY;
+                return TDM_ACCESS_UNAVAILABLE;
+        return r->peer.side.role == REPL_ROLE_PRIMARY ? TDM_ACCESS_ACTIVE : TDM_ACCESS_STANDBY;
 }
 
-void repl_alua_changed(struct repl_lun *r)
+void repl_publish_access(struct repl_lun *r)
 {
-        scsi_lun_alua_set_peer_state(r->lun, peer_alua_state(r));
-}
-
-/*
- * The SCSI layer asks before it reports the groups (a worker thread, no lock held). A LUN
- * found in the list cannot be destroyed meanwhile. Never waits: while an admin operation
- * holds the list (a demote draining writes) or the LUN, the last published state stands;
- * whoever holds them publishes what they change.
- */
-static void alua_refresh(struct scsi_lun *lun)
-{
-        if (pthread_mutex_trylock(&all_lock) != 0)
-                return;
-        for (size_t i = 0; i < n_all; i++) {
-                struct repl_lun *r = all[i];
-                if (r->lun != lun)
-                        continue;
-                if (pthread_mutex_trylock(&r->lock) == 0) {
-                        repl_alua_changed(r);
-                        pthread_mutex_unlock(&r->lock);
-                }
-                break;
-        }
-        pthread_mutex_unlock(&all_lock);
+        bool serving = r->sb.role == REPL_ROLE_PRIMARY && !r->quiesced;
+        struct tdm_access a = {.local_state = serving ? TDM_ACCESS_ACTIVE : TDM_ACCESS_STANDBY,
+                               .local_id = (uint16_t)r->node_id,
+                               .peer_id = (uint16_t)r->peer_id,
+                               .peer_state = peer_access(r)};
+        tdm_medium_set_access(&r->medium, &a);
 }
 
 static int endpoints(struct repl_lun *r, const struct tdm_repl_cfg *c, char *err, size_t errlen)
@@ -153,9 +126,8 @@ static void lun_init_locks(struct repl_lun *r)
         pthread_mutex_init(&r->lock, NULL);
         pthread_cond_init(&r->cond, NULL);
         pthread_mutex_init(&r->send_lock, NULL);
+        pthread_cond_init(&r->out_cond, NULL);
         pthread_mutex_init(&r->ctl_send_lock, NULL);
-        for (unsigned i = 0; i < REPL_ORDER_STRIPES; i++)
-                pthread_mutex_init(&r->order[i], NULL);
 }
 
 static void lun_free(struct repl_lun *r)
@@ -163,16 +135,16 @@ static void lun_free(struct repl_lun *r)
         pthread_mutex_destroy(&r->lock);
         pthread_cond_destroy(&r->cond);
         pthread_mutex_destroy(&r->send_lock);
+        pthread_cond_destroy(&r->out_cond);
         pthread_mutex_destroy(&r->ctl_send_lock);
-        for (unsigned i = 0; i < REPL_ORDER_STRIPES; i++)
-                pthread_mutex_destroy(&r->order[i]);
+        tdm_medium_fini(&r->medium);
         free(r);
 }
 
 static int data_flush(void *arg)
 {
         struct repl_lun *r = arg;
-        return bs_flush(r->bs);
+        return tdm_medium_flush(r->local);
 }
 
 static int open_metadata(struct repl_lun *r, char *err, size_t errlen)
@@ -195,7 +167,7 @@ static int open_metadata(struct repl_lun *r, char *err, size_t errlen)
         return repl_persist(r);
 }
 
-int repl_lun_create(struct scsi_lun *lun, const struct tdm_lun_cfg *cfg, const char *iqn,
+int repl_lun_create(struct tdm_medium *local, const struct tdm_lun_cfg *cfg, const char *iqn,
                     uint32_t node_id, const char *state_dir, struct repl_lun **out, char *err,
                     size_t errlen)
 {
@@ -208,13 +180,13 @@ int repl_lun_create(struct scsi_lun *lun, const struct tdm_lun_cfg *cfg, const c
         snprintf(r->serial, sizeof(r->serial), "%s", cfg->serial);
         r->cfg = cfg->repl;
         r->node_id = node_id;
-        r->lun = lun;
-        r->bs = lun->bs;
-        r->size_bytes = atomic_load(&lun->num_blocks) * lun->block_size;
+        r->block_size = cfg->block_size;
+        r->size_bytes = tdm_medium_size(local) - tdm_medium_size(local) % cfg->block_size;
         r->listen_fd = r->data_fd = r->ctl_fd = -1;
         r->want_connect = true;
         r->next_seq = 1;
         lun_init_locks(r);
+        tdm_medium_init(&r->medium, &repl_medium_ops, tdm_medium_size(local));
         int rc = endpoints(r, &cfg->repl, err, errlen);
         if (rc == 0) {
                 md_path_for(r, state_dir);
@@ -226,11 +198,10 @@ int repl_lun_create(struct scsi_lun *lun, const struct tdm_lun_cfg *cfg, const c
                 lun_free(r);
                 return rc;
         }
-        scsi_lun_get(lun);
-        lun->repl = r;
-        repl_update_standby(r);
-        scsi_lun_alua_attach_peer(lun, (uint16_t)r->node_id, (uint16_t)r->peer_id,
-                                  SCSI_ALUA_UNAVAILABLE, alua_refresh);
+        r->local = local;
+        pthread_mutex_lock(&r->lock);
+        repl_publish_access(r);
+        pthread_mutex_unlock(&r->lock);
         *out = r;
         return 0;
 }
@@ -300,11 +271,33 @@ static void lun_quiesce(struct repl_lun *r)
         }
 }
 
-void repl_lun_destroy(struct repl_lun *r)
+struct tdm_medium *repl_lun_medium(struct repl_lun *r)
 {
-        if (!r)
+        return &r->medium;
+}
+
+struct tdm_medium *repl_lun_local(struct repl_lun *r)
+{
+        return r->local;
+}
+
+struct repl_lun *repl_lun_from_medium(struct tdm_medium *m)
+{
+        return m && m->ops == &repl_medium_ops ? (struct repl_lun *)m : NULL;
+}
+
+void repl_lun_stop(struct repl_lun *r)
+{
+        if (!r || r->stop_done)
                 return;
-        scsi_lun_alua_detach_peer(r->lun);
+        pthread_mutex_lock(&r->lock);
+        r->quiesced = true; /* no new command: NOT READY, like a Secondary */
+        repl_publish_access(r);
+        pthread_mutex_unlock(&r->lock);
+        r->stopped = true; /* a change that still comes fails */
+        if (!repl_writes_drained(r, r->cfg.timeout_ms + TDM_CLUSTER_IO_HOLD_MAX_MS))
+                log_warn("replication %s lun %llu: changes still in flight at stop", r->iqn,
+                         (unsigned long long)r->lun_id);
         lun_quiesce(r);
         list_del(r);
         if (r->listen_fd >= 0)
@@ -318,8 +311,15 @@ void repl_lun_destroy(struct repl_lun *r)
         if (rc < 0)
                 log_err("replication %s lun %llu: closing metadata: %s", r->iqn,
                         (unsigned long long)r->lun_id, strerror(-rc));
-        r->lun->repl = NULL;
-        scsi_lun_put(r->lun);
+        r->md = NULL;
+        r->stop_done = true;
+}
+
+/* The medium's end (the LUN's last reference): stops first if nobody did. */
+void repl_lun_free(struct repl_lun *r)
+{
+        repl_lun_stop(r);
+        tdm_medium_destroy(r->local);
         lun_free(r);
 }
 
@@ -417,11 +417,6 @@ bool repl_writes_drained(struct repl_lun *r, unsigned ms)
 {
         for (unsigned waited = 0;; waited += 10) {
                 bool busy = atomic_load(&r->io_active) != 0;
-                pthread_mutex_lock(&r->send_lock);
-                for (struct repl_req *q = r->inflight_head; q && !busy; q = q->next)
-                        busy = q->task != NULL;
-                busy |= r->held_head != NULL;
-                pthread_mutex_unlock(&r->send_lock);
                 if (!busy)
                         return true;
                 if (waited >= ms)
@@ -436,8 +431,12 @@ void repl_quiesce_all(void)
         pthread_mutex_lock(&all_lock);
         /* A Primary going down answers no more writes it could not mirror: new commands get
          * NOT READY (standby), those in flight get the peer's ack, then the links close. */
-        for (size_t i = 0; i < n_all; i++)
-                atomic_store(&all[i]->lun->standby, true);
+        for (size_t i = 0; i < n_all; i++) {
+                pthread_mutex_lock(&all[i]->lock);
+                all[i]->quiesced = true;
+                repl_publish_access(all[i]);
+                pthread_mutex_unlock(&all[i]->lock);
+        }
         for (size_t i = 0; i < n_all; i++)
                 if (!repl_writes_drained(all[i], all[i]->cfg.timeout_ms))
                         log_warn("replication %s lun %llu: writes still waiting for the peer at "

@@ -13,14 +13,13 @@
 #include <time.h>
 
 #include "repl_internal.h"
+#include "tandem/clock.h"
 #include "tandem/cluster.h"
 #include "tandem/config.h"
 #include "tandem/log.h"
 
 #define OUTDATE_TRY_MS   1000
 #define OUTDATE_RETRY_MS 200
-
-uint64_t tdm_now_ns(void);
 
 void repl_hold_locked(struct repl_lun *r, struct repl_req *req)
 {

@@ -1,8 +1,8 @@
 /*
  * The sync source's worker: resync sends the blocks the bitmap marks, in disk order, while
- * live writes go on (a block is read and sent under its ordering stripe, so a live write
- * to it is sent either wholly before or wholly after); online verify sends digests of every
- * block and collects the peer's mismatches.
+ * live writes go on (a block is read and queued under the LUN's range lock, so a live
+ * write to it is queued either wholly before or wholly after); online verify sends digests
+ * of every block and collects the peer's mismatches.
  */
 #include <errno.h>
 #include <openssl/sha.h>
@@ -11,10 +11,9 @@
 #include <time.h>
 
 #include "repl_internal.h"
+#include "tandem/clock.h"
 #include "tandem/log.h"
 #include "wire.h"
-
-uint64_t tdm_now_ns(void);
 
 struct sync_pace {
         uint64_t start_ns;
@@ -100,37 +99,39 @@ static bool all_zero(const uint8_t *p, size_t n)
         return true;
 }
 
-/* Reads and sends one run of dirty blocks (under their ordering stripes). */
-static int send_run(struct repl_lun *r, uint8_t *buf, uint64_t off, uint64_t len)
+/*
+ * Reads one run of dirty blocks and queues it, under the range lock: a live write to those
+ * blocks gets its sequence number wholly before or wholly after. The data travels in the
+ * request's own buffer (the sender sends it later).
+ */
+static int send_run(struct repl_lun *r, uint64_t off, uint64_t len)
 {
-        repl_order_lock(r, off, len);
-        int rc = bs_read(r->bs, buf, len, off);
+        struct repl_req *req = repl_req_new(REPL_OP_RESYNC, len);
+        if (!req)
+                return -ENOMEM;
+        req->off = off;
+        req->len = len;
+        struct tdm_range lock = {.off = off, .len = len};
+        tdm_range_lock_wait(&r->medium, &lock);
+        int rc = tdm_medium_read(r->local, req->owned, len, off);
         if (rc == 0) {
-                struct repl_req *req = calloc(1, sizeof(*req));
-                if (!req) {
-                        rc = -ENOMEM;
-                } else {
-                        req->kind = REPL_OP_RESYNC;
-                        req->off = off;
-                        req->len = len;
-                        Tandem__Repl__ResyncData m = TANDEM__REPL__RESYNC_DATA__INIT;
-                        m.offset = off;
-                        m.length = (uint32_t)len;
-                        m.zero = all_zero(buf, len);
-                        struct iovec iov = {.iov_base = buf, .iov_len = len};
-                        pthread_mutex_lock(&r->send_lock);
-                        if (!r->in_ack_set) {
-                                free(req);
-                                rc = -ENOTCONN;
-                        } else {
-                                rc = repl_send_data_locked(r, req,
-                                                           TANDEM__REPL__MSG_TYPE__MSG_RS_DATA, &m,
-                                                           m.zero ? NULL : &iov, m.zero ? 0 : 1);
-                        }
-                        pthread_mutex_unlock(&r->send_lock);
-                }
+                Tandem__Repl__ResyncData m = TANDEM__REPL__RESYNC_DATA__INIT;
+                m.offset = off;
+                m.length = (uint32_t)len;
+                m.zero = all_zero(req->owned, len);
+                pthread_mutex_lock(&r->send_lock);
+                rc = r->in_ack_set
+                         ? repl_queue_data_locked(r, req, TANDEM__REPL__MSG_TYPE__MSG_RS_DATA, &m,
+                                                  m.zero ? NULL : req->owned,
+                                                  m.zero ? 0 : (uint32_t)len)
+                         : -ENOTCONN;
+                pthread_mutex_unlock(&r->send_lock);
         }
-        repl_order_unlock(r, off, len);
+        tdm_range_unlock(&r->medium, &lock);
+        if (rc < 0) {
+                repl_req_put(req);
+                repl_req_put(req);
+        }
         return rc;
 }
 
@@ -205,7 +206,7 @@ static int send_sync_done(struct repl_lun *r)
         return rc;
 }
 
-static void resync(struct repl_lun *r, uint64_t gen, uint8_t *buf)
+static void resync(struct repl_lun *r, uint64_t gen)
 {
         struct sync_pace p = {.start_ns = tdm_now_ns()};
         pthread_mutex_lock(&r->lock);
@@ -217,7 +218,7 @@ static void resync(struct repl_lun *r, uint64_t gen, uint8_t *buf)
                 while (next_run(r, from, &off, &len)) {
                         if (!wait_turn(r, gen))
                                 return;
-                        if (send_run(r, buf, off, len) < 0) {
+                        if (send_run(r, off, len) < 0) {
                                 repl_disconnect(r, "resync send failed");
                                 return;
                         }
@@ -237,37 +238,39 @@ static void resync(struct repl_lun *r, uint64_t gen, uint8_t *buf)
                    (unsigned long long)r->lun_id, r->peer_id, (unsigned long long)r->sync_total);
 }
 
-/* Digests of one chunk, read under its ordering stripes, sent as a verify request. */
+/* Digests of one chunk, read under the range lock, queued as a verify request. */
 static int verify_chunk(struct repl_lun *r, uint8_t *buf, uint64_t off, uint32_t len)
 {
         uint32_t n = len / REPL_VERIFY_BLOCK;
-        uint8_t *digests = buf + REPL_VERIFY_CHUNK;
-        repl_order_lock(r, off, len);
-        int rc = bs_read(r->bs, buf, len, off);
+        struct repl_req *req = repl_req_new(REPL_OP_VERIFY, (size_t)n * 32 + 1);
+        if (!req)
+                return -ENOMEM;
+        req->off = off;
+        req->len = len;
+        uint8_t *digests = req->owned;
+        struct tdm_range lock = {.off = off, .len = len, .shared = true};
+        tdm_range_lock_wait(&r->medium, &lock);
+        int rc = len ? tdm_medium_read(r->local, buf, len, off) : 0;
         for (uint32_t i = 0; rc == 0 && i < n; i++)
                 SHA256(buf + (size_t)i * REPL_VERIFY_BLOCK, REPL_VERIFY_BLOCK,
                        digests + (size_t)i * 32);
         if (rc == 0) {
-                struct repl_req *req = calloc(1, sizeof(*req));
                 Tandem__Repl__VerifyRequest m = TANDEM__REPL__VERIFY_REQUEST__INIT;
                 m.offset = off;
                 m.length = len;
                 m.block_bytes = REPL_VERIFY_BLOCK;
-                struct iovec iov = {.iov_base = digests, .iov_len = (size_t)n * 32};
                 pthread_mutex_lock(&r->send_lock);
-                if (!req || !r->in_ack_set) {
-                        free(req);
-                        rc = -ENOTCONN;
-                } else {
-                        req->kind = REPL_OP_VERIFY;
-                        req->off = off;
-                        req->len = len;
-                        rc = repl_send_data_locked(r, req, TANDEM__REPL__MSG_TYPE__MSG_VERIFY_REQ,
-                                                   &m, len ? &iov : NULL, len ? 1 : 0);
-                }
+                rc = r->in_ack_set
+                         ? repl_queue_data_locked(r, req, TANDEM__REPL__MSG_TYPE__MSG_VERIFY_REQ,
+                                                  &m, len ? digests : NULL, n * 32)
+                         : -ENOTCONN;
                 pthread_mutex_unlock(&r->send_lock);
         }
-        repl_order_unlock(r, off, len);
+        tdm_range_unlock(&r->medium, &lock);
+        if (rc < 0) {
+                repl_req_put(req);
+                repl_req_put(req);
+        }
         return rc;
 }
 
@@ -320,18 +323,16 @@ void *repl_sync_main(void *arg)
         uint64_t gen = r->conn_gen;
         bool verify_mode = r->verify_mode;
         pthread_mutex_unlock(&r->lock);
-        uint8_t *buf = NULL;
-        size_t need = REPL_VERIFY_CHUNK + REPL_VERIFY_CHUNK / REPL_VERIFY_BLOCK * 32;
-        if (need < REPL_RESYNC_CHUNK)
-                need = REPL_RESYNC_CHUNK;
-        if (posix_memalign((void **)&buf, 4096, need)) {
-                repl_disconnect(r, "out of memory for resync");
+        if (!verify_mode) {
+                resync(r, gen);
                 return NULL;
         }
-        if (verify_mode)
-                verify(r, gen, buf);
-        else
-                resync(r, gen, buf);
+        uint8_t *buf = NULL;
+        if (posix_memalign((void **)&buf, 4096, REPL_VERIFY_CHUNK)) {
+                repl_disconnect(r, "out of memory for verify");
+                return NULL;
+        }
+        verify(r, gen, buf);
         free(buf);
         return NULL;
 }

@@ -1,4 +1,5 @@
 /* Replication frames: header codec and deadline-bounded socket I/O (see wire.h). */
+#include "tandem/byteorder.h"
 #include "wire.h"
 
 #include <errno.h>
@@ -22,19 +23,6 @@ __attribute__((format(printf, 1, 2))) static const char *why_fmt(const char *fmt
         vsnprintf(why_buf, sizeof(why_buf), fmt, ap);
         va_end(ap);
         return why_buf;
-}
-
-static void put_be32(uint8_t *p, uint32_t v)
-{
-        p[0] = (uint8_t)(v >> 24);
-        p[1] = (uint8_t)(v >> 16);
-        p[2] = (uint8_t)(v >> 8);
-        p[3] = (uint8_t)v;
-}
-
-static uint32_t get_be32(const uint8_t *p)
-{
-        return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
 /* ---- message types ---- */
@@ -282,6 +270,12 @@ int repl_write_full(int fd, const void *buf, size_t len, int timeout_ms)
 
 #define SEND_SMALL_MSG 256
 #define SEND_SMALL_IOV 16
+
+int repl_writev_full(int fd, struct iovec *iov, size_t iovcnt, int timeout_ms)
+{
+        struct deadline d = deadline_in(timeout_ms);
+        return writev_full(fd, iov, iovcnt, &d);
+}
 
 int repl_send(int fd, uint8_t type, const ProtobufCMessage *msg, const struct iovec *payload,
               int niov, int timeout_ms)

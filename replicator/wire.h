@@ -91,6 +91,8 @@ const char *repl_msg_name(uint8_t type); /* "HELLO", "PING_ACK", ...; "UNKNOWN" 
 /* Low-level helpers, exported for the handshake and the engine. */
 int repl_read_full(int fd, void *buf, size_t len, int timeout_ms);
 int repl_write_full(int fd, const void *buf, size_t len, int timeout_ms);
+/* The iovecs in full within the deadline (iov is consumed); same errors as repl_send. */
+int repl_writev_full(int fd, struct iovec *iov, size_t iovcnt, int timeout_ms);
 
 /*
  * Buffered receiving for a busy channel: one recv() brings many frames. Payloads up to

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
-#include "admin/admin_ipc.h"
+#include "admin_ipc.h"
 
 __attribute__((format(printf, 4, 5))) static int fail(char *err, size_t errlen, int rc,
                                                       const char *fmt, ...)

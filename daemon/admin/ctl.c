@@ -1,5 +1,5 @@
 /* tandemctl: argument parsing into admin requests, and printing of the answers. */
-#include "admin/ctl.h"
+#include "ctl.h"
 
 #include <ctype.h>
 #include <errno.h>

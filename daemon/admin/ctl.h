@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "admin/admin_ipc.h"
+#include "admin_ipc.h"
 
 struct admin_ctl {
         char instance[64];

@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "admin/admin_ipc.h"
+#include "admin_ipc.h"
 #include "tandem/cluster.h"
 #include "tandem/registry.h"
 #include "tandem/repl.h"

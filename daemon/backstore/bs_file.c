@@ -370,3 +370,8 @@ int bs_lba_status(struct bs_dev *bs, uint64_t off, uint64_t max_len, bool *mappe
         *run_len = ((uint64_t)hole < end ? (uint64_t)hole : end) - off;
         return 0;
 }
+
+void bs_prefetch(struct bs_dev *bs, uint64_t off, uint64_t len)
+{
+        (void)posix_fadvise(bs->fd, (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);
+}

@@ -30,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cluster/cluster_internal.h"
+#include "cluster_internal.h"
 #include "tandem/config.h"
 #include "tandem/log.h"
 

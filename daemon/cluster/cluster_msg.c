@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "cluster.pb-c.h"
-#include "cluster/cluster_internal.h"
+#include "cluster_internal.h"
 #include "tandem/config.h"
 
 /* ---------------------------------------------------------------- messages */

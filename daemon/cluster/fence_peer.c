@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "cluster/cluster_internal.h"
+#include "cluster_internal.h"
 #include "tandem/cluster.h"
 #include "tandem/log.h"
 

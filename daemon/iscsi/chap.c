@@ -10,7 +10,7 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
-#include "iscsi/login_internal.h"
+#include "login_internal.h"
 #include "tandem/iscsi_pdu.h"
 #include "tandem/log.h"
 

@@ -12,9 +12,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "iscsi/conn.h"
+#include "tandem/byteorder.h"
+#include "conn.h"
 #include "tandem/log.h"
-#include "tandem/registry.h"
 
 #define RX_INITIAL (64 * 1024)
 /* During login the default MaxRecvDataSegmentLength (8192) bounds every PDU (RFC 7143 13.12). */
@@ -45,13 +45,16 @@ static int login_lookup_target(void *arg, const char *target, const char *initia
                                struct scsi_target **out, struct tdm_auth *auth)
 {
         (void)arg;
-        return tdm_registry_login_target(target, initiator, out, auth);
+        const struct iscsi_env *env = iscsi_env();
+        return env->lookup_target ? env->lookup_target(target, initiator, out, auth) : -ENOENT;
 }
 
 static void login_discovery_auth(void *arg, struct tdm_auth *auth)
 {
         (void)arg;
-        tdm_registry_discovery_auth(auth);
+        const struct iscsi_env *env = iscsi_env();
+        if (env->discovery_auth)
+                env->discovery_auth(auth);
 }
 
 static void login_put_target(void *arg, struct scsi_target *t)
@@ -215,12 +218,6 @@ static int conn_ffp(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *dat
         }
 }
 
-static uint32_t get_le32(const uint8_t *p)
-{
-        return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
-               ((uint32_t)p[3] << 24);
-}
-
 static bool header_digest_ok(const uint8_t *pdu, uint32_t hlen)
 {
         uint32_t crc = iscsi_crc32c(pdu, hlen, ISCSI_CRC32C_SEED) ^ ISCSI_CRC32C_SEED;
@@ -265,11 +262,11 @@ static void login_refuse_oversized(struct iscsi_conn *c, const uint8_t *pdu, uin
                 uint8_t *h = tx->hdr;
                 h[0] = ISCSI_OP_LOGIN_RSP;
                 memcpy(h + 8, pdu + 8, 6); /* ISID */
-                iscsi_put32(h + 16, iscsi_bhs_itt(pdu));
-                iscsi_put32(h + 24, iscsi_get32(pdu + 28)); /* StatSN = ExpStatSN */
-                iscsi_put32(h + 28, iscsi_get32(pdu + 24));
-                iscsi_put32(h + 32, iscsi_get32(pdu + 24));
-                iscsi_put16(h + 36, ISCSI_LOGIN_INITIATOR_ERROR);
+                put_be32(h + 16, iscsi_bhs_itt(pdu));
+                put_be32(h + 24, get_be32(pdu + 28)); /* StatSN = ExpStatSN */
+                put_be32(h + 28, get_be32(pdu + 24));
+                put_be32(h + 32, get_be32(pdu + 24));
+                put_be16(h + 36, ISCSI_LOGIN_INITIATOR_ERROR);
                 tx->close_after = true;
                 iscsi_tx_seal(c, tx);
         }

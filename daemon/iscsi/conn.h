@@ -9,6 +9,9 @@
 
 #include "tandem/iscsi_login.h"
 #include "tandem/iscsi_pdu.h"
+#include "tandem/clock.h"
+#include "tandem/iscsi_portal.h"
+#include "tandem/net.h"
 #include "tandem/scsi.h"
 
 struct iscsi_worker;
@@ -25,8 +28,8 @@ struct iscsi_conn;
 #define ISCSI_COLLECTING_MAX 1024u                /* tasks waiting for Data-Out at once */
 
 enum iscsi_task_state {
-        ISCSI_TASK_COLLECTING,  /* waiting for Data-Out */
-        ISCSI_TASK_REPLICATING, /* executed, waiting for the replication peers' acks */
+        ISCSI_TASK_COLLECTING, /* waiting for Data-Out */
+        ISCSI_TASK_EXECUTING,  /* waiting for the medium (disk, replication peers) */
         ISCSI_TASK_DONE,
 };
 
@@ -35,10 +38,10 @@ struct iscsi_task {
         struct iscsi_conn *conn;
         struct iscsi_task *hash_next; /* in conn->tasks[] while collecting */
         struct iscsi_task *free_next;
-        struct iscsi_task *done_next; /* in the worker's list of replicated completions */
         uint32_t itt;
         uint32_t cmdsn;
-        uint32_t edtl; /* expected data transfer length */
+        uint32_t edtl;       /* expected data transfer length */
+        uint32_t exec_bytes; /* counted in conn->exec_data_bytes while in the medium */
         bool immediate;
         enum iscsi_task_state state;
         /* Data-Out collection. */
@@ -82,6 +85,7 @@ struct iscsi_session;
 
 struct iscsi_conn {
         int fd;
+        struct net_handler handler; /* fd in the worker's loop */
         struct iscsi_worker *worker;
         char peer[64];
         char portal[64];
@@ -130,11 +134,14 @@ struct iscsi_conn {
         uint64_t nop_sent_ns; /* 0 = no ping outstanding */
         uint32_t nop_ttt;
 
-        uint32_t async_pending; /* tasks waiting for replication acks: the conn outlives them */
+        uint32_t async_pending;   /* tasks waiting for the medium: the conn outlives them */
+        uint64_t exec_data_bytes; /* Data-In those tasks will send (backpressure) */
         atomic_bool kill;   /* set by another thread (reinstatement, cold reset): stop at once */
         uint64_t logout_ns; /* when the connection entered LOGOUT (close deadline) */
         struct iscsi_conn *next; /* worker's list */
         struct iscsi_conn *prev;
+        struct iscsi_conn *dirty_next; /* output to flush at the end of this round */
+        bool is_dirty;
 };
 
 struct iscsi_session {
@@ -187,8 +194,6 @@ void iscsi_data_out_landed(struct iscsi_conn *c, struct iscsi_task *t, const uin
                            uint32_t len);
 void iscsi_task_put(struct iscsi_conn *c, struct iscsi_task *t);
 void iscsi_conn_drop_tasks(struct iscsi_conn *c);
-/* Worker thread: answer a task whose replication acks arrived (or free it if closed). */
-void iscsi_task_async_complete(struct iscsi_task *t);
 struct iscsi_task *iscsi_task_find(struct iscsi_conn *c, uint32_t itt);
 void iscsi_task_unhash(struct iscsi_conn *c, struct iscsi_task *t);
 
@@ -211,13 +216,17 @@ uint32_t iscsi_session_max_cmdsn(const struct iscsi_session *s);
 /* A referenced LUN of the session's target, or NULL; no shared lock in the common case. */
 struct scsi_lun *iscsi_session_lun(struct iscsi_session *s, uint64_t id);
 
-/* worker.c */
-uint64_t tdm_now_ns(void);
-void iscsi_worker_conn_unlink(struct iscsi_worker *w, struct iscsi_conn *c);
+/* portal.c */
 void iscsi_worker_want_write(struct iscsi_worker *w, struct iscsi_conn *c, bool on);
 void iscsi_worker_pause_rx(struct iscsi_worker *w, struct iscsi_conn *c, bool paused);
 const struct tdm_iscsi_cfg *iscsi_worker_cfg(struct iscsi_worker *w);
-/* Any thread: hand a task whose replication finished back to its connection's worker. */
-void iscsi_worker_post_done(struct iscsi_worker *w, struct iscsi_task *t);
+/* The environment the portal was started with (target lookups). */
+const struct iscsi_env *iscsi_env(void);
+/*
+ * Output was queued or a command completed outside the connection's own event: it is
+ * flushed (and its reading resumed if it was paused) at the end of this loop round. For a
+ * closed connection: frees it once its last command completed.
+ */
+void iscsi_conn_mark_dirty(struct iscsi_conn *c);
 
 #endif

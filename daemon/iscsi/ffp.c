@@ -3,16 +3,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "iscsi/conn.h"
+#include "conn.h"
 #include "tandem/log.h"
-#include "tandem/registry.h"
 
 #define ISCSI_RSVD_TAG 0xffffffffu
 
 int iscsi_nop_out(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data, uint32_t len)
 {
         uint32_t itt = iscsi_bhs_itt(bhs);
-        uint32_t ttt = iscsi_get32(bhs + 20);
+        uint32_t ttt = get_be32(bhs + 20);
         if (itt == ISCSI_RSVD_TAG) {
                 /* An answer to our ping, or a one-way ping (must be immediate). */
                 if (ttt != ISCSI_RSVD_TAG && ttt == c->nop_ttt)
@@ -38,8 +37,8 @@ int iscsi_nop_out(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data,
         h[0] = ISCSI_OP_NOP_IN;
         h[1] = 0x80;
         memcpy(h + 8, bhs + 8, 8);
-        iscsi_put32(h + 16, itt);
-        iscsi_put32(h + 20, ISCSI_RSVD_TAG);
+        put_be32(h + 16, itt);
+        put_be32(h + 20, ISCSI_RSVD_TAG);
         iscsi_fill_sn(c, h, true);
         iscsi_tx_seal(c, tx);
         iscsi_tx_queue(c, tx);
@@ -54,11 +53,11 @@ void iscsi_send_nop_ping(struct iscsi_conn *c)
         uint8_t *h = tx->hdr;
         h[0] = ISCSI_OP_NOP_IN;
         h[1] = 0x80;
-        iscsi_put32(h + 16, ISCSI_RSVD_TAG);
+        put_be32(h + 16, ISCSI_RSVD_TAG);
         c->nop_ttt = c->next_ttt++;
         if (c->next_ttt == ISCSI_RSVD_TAG)
                 c->next_ttt = 1;
-        iscsi_put32(h + 20, c->nop_ttt);
+        put_be32(h + 20, c->nop_ttt);
         iscsi_fill_sn(c, h, false);
         iscsi_tx_seal(c, tx);
         iscsi_tx_queue(c, tx);
@@ -74,7 +73,7 @@ int iscsi_logout(struct iscsi_conn *c, const uint8_t *bhs)
 {
         iscsi_session_check_cmdsn(c->sess, bhs);
         uint8_t reason = bhs[1] & 0x7f;
-        uint16_t cid = iscsi_get16(bhs + 20);
+        uint16_t cid = get_be16(bhs + 20);
         uint8_t response = LOGOUT_CLOSED;
         if (reason == 2)
                 response = LOGOUT_RECOVERY_UNSUPPORTED;
@@ -87,7 +86,7 @@ int iscsi_logout(struct iscsi_conn *c, const uint8_t *bhs)
         h[0] = ISCSI_OP_LOGOUT_RSP;
         h[1] = 0x80;
         h[2] = response;
-        iscsi_put32(h + 16, iscsi_bhs_itt(bhs));
+        put_be32(h + 16, iscsi_bhs_itt(bhs));
         iscsi_fill_sn(c, h, true);
         iscsi_tx_seal(c, tx);
         if (response == LOGOUT_CLOSED) {
@@ -138,8 +137,8 @@ static void abort_lun_tasks(struct iscsi_conn *c, uint64_t lun)
 
 static uint8_t tmf_abort_task(struct iscsi_conn *c, const uint8_t *bhs)
 {
-        uint32_t rtt = iscsi_get32(bhs + 20);
-        uint32_t ref_cmdsn = iscsi_get32(bhs + 32);
+        uint32_t rtt = get_be32(bhs + 20);
+        uint32_t ref_cmdsn = get_be32(bhs + 32);
         struct iscsi_task *t = iscsi_task_find(c, rtt);
         if (t) {
                 iscsi_task_unhash(c, t);
@@ -225,7 +224,7 @@ int iscsi_tmf(struct iscsi_conn *c, const uint8_t *bhs)
         h[0] = ISCSI_OP_TMF_RSP;
         h[1] = 0x80;
         h[2] = response;
-        iscsi_put32(h + 16, iscsi_bhs_itt(bhs));
+        put_be32(h + 16, iscsi_bhs_itt(bhs));
         iscsi_fill_sn(c, h, true);
         iscsi_tx_seal(c, tx);
         if (cold) {
@@ -251,7 +250,7 @@ int iscsi_text(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data, ui
             .stat_sn = s->stat_sn,
             .exp_cmdsn = s->exp_cmdsn,
             .max_cmdsn = iscsi_session_max_cmdsn(s),
-            .for_each_visible = tdm_registry_for_each_visible,
+            .for_each_visible = iscsi_env()->for_each_visible,
         };
         struct iscsi_pdu_reply rep = {0};
         int rc = iscsi_text_handle(&c->text, &env, bhs, data, len, &rep);

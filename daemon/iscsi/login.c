@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "iscsi/login_internal.h"
+#include "login_internal.h"
 #include "tandem/iscsi_pdu.h"
 #include "tandem/log.h"
 
@@ -87,11 +87,11 @@ static void fill_response(const struct iscsi_login *l, const uint8_t *req, uint8
         bhs[3] = ISCSI_VERSION; /* Version-active */
         iscsi_bhs_set_dsl(bhs, dsl);
         memcpy(bhs + 8, req + 8, 6); /* ISID */
-        iscsi_put16(bhs + 14, tsih);
-        iscsi_put32(bhs + 16, iscsi_bhs_itt(req));
-        iscsi_put32(bhs + 24, l->stat_sn);
-        iscsi_put32(bhs + 28, l->cmdsn);
-        iscsi_put32(bhs + 32, l->cmdsn + cmd_window(l) - 1);
+        put_be16(bhs + 14, tsih);
+        put_be32(bhs + 16, iscsi_bhs_itt(req));
+        put_be32(bhs + 24, l->stat_sn);
+        put_be32(bhs + 28, l->cmdsn);
+        put_be32(bhs + 32, l->cmdsn + cmd_window(l) - 1);
         bhs[36] = (uint8_t)(status >> 8);
         bhs[37] = (uint8_t)status;
 }
@@ -102,7 +102,7 @@ static int login_fail(struct iscsi_login *l, const uint8_t *req, uint16_t status
 {
         log_warn("%s: login of %s failed with status %02x/%02x: %s", peer(l), initiator(l),
                  status >> 8, status & 0xff, why);
-        fill_response(l, req, (uint8_t)(req[1] & 0x0c), iscsi_get16(req + 14), status, 0, rep->bhs);
+        fill_response(l, req, (uint8_t)(req[1] & 0x0c), get_be16(req + 14), status, 0, rep->bhs);
         rep->close_after = true;
         l->failed = true;
         return 0;
@@ -128,12 +128,12 @@ static uint16_t check_header(struct iscsi_login *l, const struct login_req *rq, 
         }
         if (!l->have_first) {
                 memcpy(l->isid, bhs + 8, 6);
-                l->tsih = iscsi_get16(bhs + 14);
+                l->tsih = get_be16(bhs + 14);
                 l->itt = iscsi_bhs_itt(bhs);
-                l->cid = iscsi_get16(bhs + 20);
-                l->cmdsn = iscsi_get32(bhs + 24);
+                l->cid = get_be16(bhs + 20);
+                l->cmdsn = get_be32(bhs + 24);
                 /* Starting StatSN: what the initiator expects, as it is free for us to pick. */
-                l->stat_sn = iscsi_get32(bhs + 28);
+                l->stat_sn = get_be32(bhs + 28);
                 l->version_max = bhs[2];
                 l->version_min = bhs[3];
                 l->have_first = true;
@@ -146,8 +146,8 @@ static uint16_t check_header(struct iscsi_login *l, const struct login_req *rq, 
                         *why = "connection for an existing session (TSIH != 0)";
                         return ISCSI_LOGIN_SESSION_DOES_NOT_EXIST;
                 }
-        } else if (memcmp(l->isid, bhs + 8, 6) != 0 || l->tsih != iscsi_get16(bhs + 14) ||
-                   l->cid != iscsi_get16(bhs + 20) || l->version_max != bhs[2] ||
+        } else if (memcmp(l->isid, bhs + 8, 6) != 0 || l->tsih != get_be16(bhs + 14) ||
+                   l->cid != get_be16(bhs + 20) || l->version_max != bhs[2] ||
                    l->version_min != bhs[3]) {
                 *why = "ISID, TSIH, CID or version changed during login";
                 return ISCSI_LOGIN_INITIATOR_ERROR;

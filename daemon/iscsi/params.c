@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "iscsi/login_internal.h"
+#include "login_internal.h"
 
 /* How the outcome of a key is computed (RFC 7143 6.2). */
 enum neg_rule {

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "iscsi/conn.h"
+#include "conn.h"
 #include "tandem/bufcache.h"
 #include "tandem/log.h"
 
@@ -101,10 +101,10 @@ static void set_residual(uint8_t *flags, uint8_t *field, uint32_t edtl, uint32_t
 {
         if (done > edtl) {
                 *flags |= over_bit;
-                iscsi_put32(field, done - edtl);
+                put_be32(field, done - edtl);
         } else if (done < edtl) {
                 *flags |= under_bit;
-                iscsi_put32(field, edtl - done);
+                put_be32(field, edtl - done);
         }
 }
 
@@ -133,10 +133,10 @@ static uint32_t send_data_in(struct iscsi_conn *c, struct iscsi_task *t, uint32_
                         return datasn;
                 uint8_t *h = tx->hdr;
                 h[0] = ISCSI_OP_DATA_IN;
-                iscsi_put32(h + 16, t->itt);
-                iscsi_put32(h + 20, 0xffffffff);
-                iscsi_put32(h + 36, datasn++);
-                iscsi_put32(h + 40, off);
+                put_be32(h + 16, t->itt);
+                put_be32(h + 20, 0xffffffff);
+                put_be32(h + 36, datasn++);
+                put_be32(h + 40, off);
                 if (last || (off + n) % burst == 0)
                         h[1] = 0x80;
                 if (last && with_status) {
@@ -147,7 +147,7 @@ static uint32_t send_data_in(struct iscsi_conn *c, struct iscsi_task *t, uint32_
                         tx->task_done = t;
                 } else {
                         iscsi_fill_sn(c, h, false);
-                        iscsi_put32(h + 24, 0);
+                        put_be32(h + 24, 0);
                 }
                 tx->data = t->scsi.data_in + off;
                 tx->data_len = n;
@@ -169,15 +169,15 @@ static void send_scsi_response(struct iscsi_conn *c, struct iscsi_task *t, uint3
         h[0] = ISCSI_OP_SCSI_RSP;
         h[1] = 0x80;
         h[3] = t->scsi.status;
-        iscsi_put32(h + 16, t->itt);
+        put_be32(h + 16, t->itt);
         iscsi_fill_sn(c, h, true);
-        iscsi_put32(h + 36, exp_datasn);
+        put_be32(h + 36, exp_datasn);
         set_residual(&h[1], h + 44, t->edtl, task_transferred(t), 0x04, 0x02);
         if (t->scsi.sense_len) {
                 /* Sense data lives in the task, which outlives this PDU (task_done). */
                 uint8_t *seg = malloc(2u + t->scsi.sense_len);
                 if (seg) {
-                        iscsi_put16(seg, t->scsi.sense_len);
+                        put_be16(seg, t->scsi.sense_len);
                         memcpy(seg + 2, t->scsi.sense, t->scsi.sense_len);
                         tx->owned = seg;
                         tx->data = seg;
@@ -213,33 +213,32 @@ static void task_finish(struct iscsi_conn *c, struct iscsi_task *t)
         task_respond(c, t);
 }
 
-/* Replicator thread: the peers acknowledged; the connection's own worker answers. */
+/* The medium finished a command that waited for it (the connection's own loop). */
 static void task_async_done(struct scsi_task *st)
 {
         struct iscsi_task *t =
             (struct iscsi_task *)((char *)st - offsetof(struct iscsi_task, scsi));
-        iscsi_worker_post_done(t->conn->worker, t);
-}
-
-void iscsi_task_async_complete(struct iscsi_task *t)
-{
         struct iscsi_conn *c = t->conn;
         c->async_pending--;
-        if (c->state == ISCSI_CONN_CLOSED) {
+        c->exec_data_bytes -= t->exec_bytes;
+        t->exec_bytes = 0;
+        if (c->state == ISCSI_CONN_CLOSED)
                 iscsi_task_put(c, t);
-                return;
-        }
-        task_finish(c, t);
+        else
+                task_finish(c, t);
+        iscsi_conn_mark_dirty(c);
 }
 
 static void task_execute(struct iscsi_conn *c, struct iscsi_task *t)
 {
         t->scsi.start_ns = tdm_now_ns();
-        t->scsi.async_done = task_async_done;
+        t->scsi.done = task_async_done;
         scsi_task_execute(&t->scsi);
         if (t->scsi.async) {
-                t->state = ISCSI_TASK_REPLICATING;
+                t->state = ISCSI_TASK_EXECUTING;
                 c->async_pending++;
+                t->exec_bytes = (t->scsi.dir & SCSI_DIR_READ) ? t->edtl : 0;
+                c->exec_data_bytes += t->exec_bytes;
                 return;
         }
         task_finish(c, t);
@@ -262,15 +261,15 @@ static void send_r2t(struct iscsi_conn *c, struct iscsi_task *t, uint32_t off, u
         h[0] = ISCSI_OP_R2T;
         h[1] = 0x80;
         iscsi_lun_encode(h + 8, t->scsi.lun_id);
-        iscsi_put32(h + 16, t->itt);
+        put_be32(h + 16, t->itt);
         t->ttt_base = c->next_ttt++;
         if (c->next_ttt == 0xffffffff)
                 c->next_ttt = 1;
-        iscsi_put32(h + 20, t->ttt_base);
+        put_be32(h + 20, t->ttt_base);
         iscsi_fill_sn(c, h, false);
-        iscsi_put32(h + 36, t->r2t_sn++);
-        iscsi_put32(h + 40, off);
-        iscsi_put32(h + 44, len);
+        put_be32(h + 36, t->r2t_sn++);
+        put_be32(h + 40, off);
+        put_be32(h + 44, len);
         iscsi_tx_seal(c, tx);
         iscsi_tx_queue(c, tx);
 }
@@ -307,7 +306,7 @@ static int cmd_decode_cdb(struct iscsi_conn *c, struct iscsi_task *t, const uint
         uint32_t ahs_len = iscsi_bhs_ahs_len(bhs);
         const uint8_t *ahs = bhs + ISCSI_BHS_LEN;
         while (ahs_len >= 4) {
-                uint16_t len = iscsi_get16(ahs);
+                uint16_t len = get_be16(ahs);
                 uint32_t seg = (4u + len + 3u) & ~3u;
                 if (seg > ahs_len) {
                         log_warn("%s: AHS length %u overruns TotalAHSLength", c->peer, len);
@@ -340,8 +339,8 @@ int iscsi_scsi_cmd(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data
                 return 0;
         }
         t->itt = itt;
-        t->cmdsn = iscsi_get32(bhs + 24);
-        t->edtl = iscsi_get32(bhs + 20);
+        t->cmdsn = get_be32(bhs + 24);
+        t->edtl = get_be32(bhs + 20);
         t->immediate = iscsi_bhs_immediate(bhs);
         t->scsi.dir = (uint8_t)(((bhs[1] & ISCSI_CMD_R) ? SCSI_DIR_READ : 0) |
                                 ((bhs[1] & ISCSI_CMD_W) ? SCSI_DIR_WRITE : 0));
@@ -397,16 +396,15 @@ int iscsi_scsi_cmd(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data
         uint32_t need = scsi_cdb_data_out_len(t->scsi.cdb, t->scsi.lun);
         t->want = need < t->edtl ? need : t->edtl;
 
-        if (len >= t->want && t->unsolicited_end <= len) {
-                /* All data came with the command: execute straight from the receive buffer. */
-                t->scsi.data_out = (uint8_t *)data;
-                t->scsi.data_out_len = len;
-                t->received = len;
-                task_execute(c, t);
-                t->scsi.data_out = NULL;
-                return 0;
-        }
         uint32_t bufsz = task_buf_len(t);
+        if (len >= t->want && t->unsolicited_end <= len) {
+                /* All data came with the command. */
+                if (len == 0) {
+                        task_execute(c, t);
+                        return 0;
+                }
+                bufsz = len;
+        }
         if (c->collect_bytes + bufsz > ISCSI_COLLECT_MAX ||
             c->tasks_collecting >= ISCSI_COLLECTING_MAX) {
                 /* Too much write data held for this initiator: it retries when some completes. */
@@ -420,7 +418,7 @@ int iscsi_scsi_cmd(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data
                 return 0;
         }
         size_t cap = 0;
-        t->wbuf = tdm_buf_get(bufsz, &cap); /* > 0: empty writes ran at once */
+        t->wbuf = tdm_buf_get(bufsz, &cap);
         t->wbuf_cap = cap;
         if (!t->wbuf) {
                 task_fail(c, t, SR_INTERNAL_ERROR);
@@ -428,8 +426,15 @@ int iscsi_scsi_cmd(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data
         }
         t->wbuf_size = (uint32_t)cap; /* what the buffer really takes */
         c->collect_bytes += cap;
+        /* The command may wait for the medium: its data cannot stay in the receive buffer. */
         memcpy(t->wbuf, data, len);
         t->received = len;
+        if (task_data_complete(t)) {
+                t->scsi.data_out = t->wbuf;
+                t->scsi.data_out_len = len < t->want ? len : t->want;
+                task_execute(c, t);
+                return 0;
+        }
         t->r2t_offset = t->unsolicited_end > t->want ? t->want : t->unsolicited_end;
         t->state = ISCSI_TASK_COLLECTING;
         task_hash(c, t);
@@ -446,8 +451,8 @@ struct iscsi_task *iscsi_data_out_task(struct iscsi_conn *c, const uint8_t *bhs,
                 log_debug("%s: Data-Out for unknown ITT 0x%x ignored", c->peer, itt);
                 return NULL;
         }
-        uint32_t ttt = iscsi_get32(bhs + 20);
-        uint32_t off = iscsi_get32(bhs + 40);
+        uint32_t ttt = get_be32(bhs + 20);
+        uint32_t off = get_be32(bhs + 40);
         uint32_t bufsz = task_buf_len(t);
         if (off != t->received || len > bufsz - off) {
                 log_warn(
@@ -470,7 +475,7 @@ struct iscsi_task *iscsi_data_out_task(struct iscsi_conn *c, const uint8_t *bhs,
                 task_fail(c, t, SR_ABORTED_COMMAND);
                 return NULL;
         }
-        uint32_t datasn = iscsi_get32(bhs + 36);
+        uint32_t datasn = get_be32(bhs + 36);
         if (datasn != t->exp_datasn) {
                 /* ErrorRecoveryLevel 0 cannot recover a sequence: the command fails. */
                 log_warn("%s: Data-Out DataSN %u where %u was due (ITT 0x%x): command aborted",
@@ -489,7 +494,7 @@ void iscsi_data_out_landed(struct iscsi_conn *c, struct iscsi_task *t, const uin
                            uint32_t len)
 {
         t->received += len;
-        if (iscsi_get32(bhs + 20) != 0xffffffff && iscsi_bhs_final(bhs) && t->r2t_outstanding > 0) {
+        if (get_be32(bhs + 20) != 0xffffffff && iscsi_bhs_final(bhs) && t->r2t_outstanding > 0) {
                 t->r2t_outstanding--;
                 task_solicit(c, t);
         }

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "iscsi/conn.h"
+#include "conn.h"
 #include "tandem/log.h"
 #include "tandem/scsi_nexus.h"
 #include "tandem/session_info.h"
@@ -152,7 +152,7 @@ uint32_t iscsi_session_max_cmdsn(const struct iscsi_session *s)
 
 bool iscsi_session_check_cmdsn(struct iscsi_session *s, const uint8_t *bhs)
 {
-        uint32_t cmdsn = iscsi_get32(bhs + 24);
+        uint32_t cmdsn = get_be32(bhs + 24);
         if (iscsi_bhs_immediate(bhs))
                 return true;
         if (cmdsn == s->exp_cmdsn) {

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "iscsi/login_internal.h"
+#include "login_internal.h"
 
 bool iscsi_key_name_valid(const char *key, size_t len)
 {

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "iscsi/login_internal.h"
+#include "login_internal.h"
 #include "tandem/iscsi_pdu.h"
 #include "tandem/log.h"
 
@@ -72,11 +72,11 @@ static void fill_response(const struct iscsi_text_env *env, const uint8_t *req, 
         bhs[1] = flags;
         iscsi_bhs_set_dsl(bhs, dsl);
         memcpy(bhs + 8, req + 8, 8); /* LUN */
-        iscsi_put32(bhs + 16, iscsi_bhs_itt(req));
-        iscsi_put32(bhs + 20, ttt);
-        iscsi_put32(bhs + 24, env->stat_sn);
-        iscsi_put32(bhs + 28, env->exp_cmdsn);
-        iscsi_put32(bhs + 32, env->max_cmdsn);
+        put_be32(bhs + 16, iscsi_bhs_itt(req));
+        put_be32(bhs + 20, ttt);
+        put_be32(bhs + 24, env->stat_sn);
+        put_be32(bhs + 28, env->exp_cmdsn);
+        put_be32(bhs + 32, env->max_cmdsn);
 }
 
 struct target_list {
@@ -243,7 +243,7 @@ int iscsi_text_handle(struct iscsi_text_state *ts, const struct iscsi_text_env *
         bool cont = (bhs[1] & TEXT_FLAG_C) != 0;
         if (final && cont)
                 return -EPROTO;
-        uint32_t ttt = iscsi_get32(bhs + 20);
+        uint32_t ttt = get_be32(bhs + 20);
         if (ttt == TTT_NONE) {
                 state_reset(ts); /* a new exchange ends any open one */
         } else if (!ts->reply_active || ttt != ts->ttt) {

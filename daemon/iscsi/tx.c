@@ -5,7 +5,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "iscsi/conn.h"
+#include "tandem/byteorder.h"
+#include "conn.h"
 #include "tandem/log.h"
 
 #define TX_POOL_MAX 256
@@ -48,14 +49,6 @@ void iscsi_tx_pool_drain(struct iscsi_conn *c)
                 free(tx);
         }
         c->tx_pooled = 0;
-}
-
-static void put_le32(uint8_t *p, uint32_t v)
-{
-        p[0] = (uint8_t)v;
-        p[1] = (uint8_t)(v >> 8);
-        p[2] = (uint8_t)(v >> 16);
-        p[3] = (uint8_t)(v >> 24);
 }
 
 /* Sets the data segment length, padding and the digests the session negotiated. */
@@ -102,11 +95,11 @@ void iscsi_fill_sn(struct iscsi_conn *c, uint8_t *bhs, bool advance_stat)
         struct iscsi_session *s = c->sess;
         if (!s)
                 return;
-        iscsi_put32(bhs + 24, s->stat_sn);
+        put_be32(bhs + 24, s->stat_sn);
         if (advance_stat)
                 s->stat_sn++;
-        iscsi_put32(bhs + 28, s->exp_cmdsn);
-        iscsi_put32(bhs + 32, iscsi_session_max_cmdsn(s));
+        put_be32(bhs + 28, s->exp_cmdsn);
+        put_be32(bhs + 32, iscsi_session_max_cmdsn(s));
 }
 
 void iscsi_send_reject(struct iscsi_conn *c, const uint8_t *bhs, uint8_t reason)
@@ -125,7 +118,7 @@ void iscsi_send_reject(struct iscsi_conn *c, const uint8_t *bhs, uint8_t reason)
         tx->hdr[0] = ISCSI_OP_REJECT;
         tx->hdr[1] = 0x80;
         tx->hdr[2] = reason;
-        iscsi_put32(tx->hdr + 16, 0xffffffff);
+        put_be32(tx->hdr + 16, 0xffffffff);
         iscsi_fill_sn(c, tx->hdr, true);
         iscsi_tx_seal(c, tx);
         iscsi_tx_queue(c, tx);
@@ -207,26 +200,32 @@ int iscsi_conn_flush(struct iscsi_conn *c)
         return 0;
 }
 
+/* Output queued plus what commands waiting for the medium will produce. */
+static uint64_t conn_output_bytes(const struct iscsi_conn *c)
+{
+        return c->tx_queued_bytes + c->exec_data_bytes;
+}
+
 bool iscsi_conn_over_high(const struct iscsi_conn *c)
 {
         /* Tasks still collecting data need reads to finish: only answered ones count here. */
         uint32_t answered = c->tasks_active - c->tasks_collecting;
-        return c->tx_queued_bytes > ISCSI_TX_QUEUE_HIGH || answered > ISCSI_TASKS_HIGH;
+        return conn_output_bytes(c) > ISCSI_TX_QUEUE_HIGH || answered > ISCSI_TASKS_HIGH;
 }
 
 static bool conn_below_low(const struct iscsi_conn *c)
 {
         uint32_t answered = c->tasks_active - c->tasks_collecting;
-        return c->tx_queued_bytes < ISCSI_TX_QUEUE_LOW && answered < ISCSI_TASKS_HIGH / 2;
+        return conn_output_bytes(c) < ISCSI_TX_QUEUE_LOW && answered < ISCSI_TASKS_HIGH / 2;
 }
 
 bool iscsi_conn_check_backpressure(struct iscsi_conn *c)
 {
         /*
-         * Paused only with output still queued: the flush that left it queued asked for
-         * EPOLLOUT, and that event is what resumes the connection.
+         * Paused only with output still queued or commands in the medium: the EPOLLOUT the
+         * flush asked for, or their completion, is what resumes the connection.
          */
-        if (!c->rx_paused && iscsi_conn_over_high(c) && c->tx_head) {
+        if (!c->rx_paused && iscsi_conn_over_high(c) && (c->tx_head || c->async_pending)) {
                 iscsi_worker_pause_rx(c->worker, c, true);
                 return false;
         }

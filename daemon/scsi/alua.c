@@ -9,12 +9,12 @@
  * unavailable (as far as this node can tell). Transitions are the replicator's (implicit
  * ALUA only: no SET TARGET PORT GROUPS).
  *
- * The states last reported are kept in one atomic word per LUN; whoever first sees that the
- * current states differ from it (the replicator publishing a change, the next command after
- * lun->standby flipped, an RTPG) swaps the word and raises the attention, so each change is
- * raised once however many threads notice it.
+ * The states come from the medium (the replicator keeps them current). The states last
+ * reported are kept in one atomic word per LUN; whoever first sees that the current states
+ * differ from it (the medium telling of a change, an RTPG) swaps the word and raises the
+ * attention, so each change is raised once however many threads notice it.
  */
-#include "scsi/scsi_internal.h"
+#include "scsi_internal.h"
 
 /* The published word: local state, peer state, and "changed since start-up" per group. */
 #define ALUA_PUB_LOCAL_MASK    0x000fu
@@ -44,25 +44,13 @@
 #define RTPG_STATUS_NONE     0x00
 #define RTPG_STATUS_IMPLICIT 0x02
 
-void scsi_lun_alua_init(struct scsi_lun *lun)
-{
-        struct scsi_lun_private *priv = scsi_lun_private(lun);
-        priv->alua_peer_id = 0;
-        atomic_init(&priv->alua_peer_state, SCSI_ALUA_UNAVAILABLE);
-        atomic_init(&priv->alua_refresh, NULL);
-        atomic_init(&priv->alua_published, SCSI_ALUA_ACTIVE_OPTIMIZED);
-}
-
-/* The states now, as the published word's low byte. */
+/* The states now, from the medium, as the published word's low byte. */
 static unsigned alua_states_now(const struct scsi_lun *lun)
 {
-        const struct scsi_lun_private *priv = scsi_lun_private(lun);
-        bool standby = atomic_load_explicit(&lun->standby, memory_order_acquire);
-        unsigned states = scsi_alua_local_state(standby);
-        if (priv->alua_peer_id)
-                states |=
-                    (unsigned)atomic_load_explicit(&priv->alua_peer_state, memory_order_acquire)
-                    << ALUA_PUB_PEER_SHIFT;
+        struct tdm_access a = tdm_medium_access(lun->medium);
+        unsigned states = a.local_state & ALUA_PUB_LOCAL_MASK;
+        if (a.peer_id)
+                states |= (unsigned)(a.peer_state & 0x0f) << ALUA_PUB_PEER_SHIFT;
         return states;
 }
 
@@ -89,42 +77,23 @@ static unsigned alua_publish(struct scsi_lun *lun)
         return pub;
 }
 
-static void alua_refresh_peer(struct scsi_lun *lun)
+/* The medium's access state changed (any thread). */
+static void alua_access_changed(void *arg)
 {
-        scsi_alua_refresh_fn fn =
-            atomic_load_explicit(&scsi_lun_private(lun)->alua_refresh, memory_order_acquire);
-        if (fn)
-                fn(lun);
+        alua_publish(arg);
 }
 
-void scsi_lun_alua_attach_peer(struct scsi_lun *lun, uint16_t local_id, uint16_t peer_id,
-                               enum scsi_alua_state peer_state, scsi_alua_refresh_fn refresh)
+void scsi_lun_alua_init(struct scsi_lun *lun)
 {
-        struct scsi_lun_private *priv = scsi_lun_private(lun);
-        lun->tpg_id = local_id;
-        lun->rel_port_id = local_id;
-        priv->alua_peer_id = peer_id;
-        atomic_store(&priv->alua_peer_state, (uint8_t)peer_state);
-        atomic_store(&priv->alua_refresh, refresh);
-        atomic_store(&priv->alua_published, alua_states_now(lun));
+        atomic_init(&scsi_lun_private(lun)->alua_published, alua_states_now(lun));
+        lun->medium->access_arg = lun;
+        lun->medium->access_changed = alua_access_changed;
 }
 
-void scsi_lun_alua_detach_peer(struct scsi_lun *lun)
+/* This node's group and port ids: the medium's, or 1 for a LUN of this node alone. */
+static uint16_t local_group_id(const struct tdm_access *a)
 {
-        atomic_store(&scsi_lun_private(lun)->alua_refresh, NULL);
-}
-
-void scsi_lun_alua_set_peer_state(struct scsi_lun *lun, enum scsi_alua_state state)
-{
-        atomic_store_explicit(&scsi_lun_private(lun)->alua_peer_state, (uint8_t)state,
-                              memory_order_release);
-        alua_publish(lun);
-}
-
-void scsi_alua_notice_change(struct scsi_lun *lun)
-{
-        alua_refresh_peer(lun);
-        alua_publish(lun);
+        return a->local_id ? a->local_id : 1;
 }
 
 /* ---- REPORT TARGET PORT GROUPS ---- */
@@ -150,16 +119,17 @@ static uint8_t *put_group(uint8_t *p, const struct rtpg_group *g, uint8_t suppor
 /* The LUN's groups as last published, lowest id first (both nodes list them alike). */
 static unsigned alua_groups(struct scsi_lun *lun, struct rtpg_group g[2])
 {
-        const struct scsi_lun_private *priv = scsi_lun_private(lun);
-        scsi_alua_notice_change(lun);
-        unsigned pub = atomic_load_explicit(&priv->alua_published, memory_order_acquire);
-        g[0] = (struct rtpg_group){lun->tpg_id, lun->rel_port_id,
-                                   (enum scsi_alua_state)(pub & ALUA_PUB_LOCAL_MASK),
+        if (lun->medium->ops->refresh_access)
+                lun->medium->ops->refresh_access(lun->medium);
+        unsigned pub = alua_publish(lun);
+        struct tdm_access a = tdm_medium_access(lun->medium);
+        uint16_t id = local_group_id(&a);
+        g[0] = (struct rtpg_group){id, id, (enum scsi_alua_state)(pub & ALUA_PUB_LOCAL_MASK),
                                    (pub & ALUA_PUB_LOCAL_CHANGED) != 0};
-        if (!priv->alua_peer_id)
+        if (!a.peer_id)
                 return 1;
         g[1] = (struct rtpg_group){
-            priv->alua_peer_id, priv->alua_peer_id,
+            a.peer_id, a.peer_id,
             (enum scsi_alua_state)((pub & ALUA_PUB_PEER_MASK) >> ALUA_PUB_PEER_SHIFT),
             (pub & ALUA_PUB_PEER_CHANGED) != 0};
         if (g[1].id < g[0].id) {

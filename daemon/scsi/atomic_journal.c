@@ -22,7 +22,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "scsi/scsi_internal.h"
+#include "scsi_internal.h"
+#include "tandem/fsutil.h"
 #include "tandem/log.h"
 
 #define JOURNAL_SLOTS      4u
@@ -135,19 +136,6 @@ static int sync_fd(int fd)
         return fdatasync(fd) < 0 ? -errno : 0;
 }
 
-/* A new file must survive a crash too: its directory entry is made durable. */
-static int sync_parent_dir(const char *path)
-{
-        char copy[4096];
-        snprintf(copy, sizeof(copy), "%s", path);
-        int dfd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd < 0)
-                return -errno;
-        int rc = fsync(dfd) < 0 ? -errno : 0;
-        close(dfd);
-        return rc;
-}
-
 /* Erases a slot's header: its record is no longer replayed. */
 static int erase_header(struct scsi_atomic_journal *j, unsigned slot)
 {
@@ -205,7 +193,7 @@ static int collect_records(struct scsi_atomic_journal *j, struct scsi_lun *lun, 
 }
 
 /* Writes every intact record in place, makes it durable, then erases every header. */
-static int journal_replay(struct scsi_atomic_journal *j, struct scsi_lun *lun)
+static int journal_replay(struct scsi_atomic_journal *j, struct scsi_lun *lun, struct tdm_medium *m)
 {
         uint8_t *buf = NULL;
         if (posix_memalign((void **)&buf, JOURNAL_HDR, SCSI_MAX_ATOMIC_BYTES))
@@ -217,13 +205,13 @@ static int journal_replay(struct scsi_atomic_journal *j, struct scsi_lun *lun)
                 uint32_t len = recs[i].nblocks * recs[i].block_size;
                 rc = pread_full(j->fd, buf, len, slot_offset(recs[i].slot) + JOURNAL_HDR);
                 if (rc == 0)
-                        rc = bs_write(lun->bs, buf, len, recs[i].lba * lun->block_size);
+                        rc = tdm_medium_write(m, buf, len, recs[i].lba * lun->block_size, 0);
                 if (rc == 0 && recs[i].seq >= j->next_seq)
                         j->next_seq = recs[i].seq + 1;
         }
         free(buf);
         if (rc == 0 && n > 0)
-                rc = bs_flush(lun->bs);
+                rc = tdm_medium_flush(m);
         for (unsigned slot = 0; rc == 0 && slot < JOURNAL_SLOTS; slot++)
                 rc = erase_header(j, slot);
         if (rc == 0)
@@ -252,7 +240,7 @@ static int journal_preallocate(struct scsi_atomic_journal *j)
         if (rc == 0)
                 rc = sync_fd(j->fd);
         if (rc == 0)
-                rc = sync_parent_dir(j->path);
+                rc = tdm_fsync_parent_dir(j->path);
         return rc;
 }
 
@@ -265,7 +253,8 @@ static void journal_free(struct scsi_atomic_journal *j)
         free(j);
 }
 
-int scsi_journal_open(struct scsi_lun *lun, const char *path, struct scsi_atomic_journal **out)
+int scsi_journal_open(struct scsi_lun *lun, const char *path, struct tdm_medium *replay_to,
+                      struct scsi_atomic_journal **out)
 {
         if (strlen(path) >= sizeof(((struct scsi_atomic_journal *)0)->path))
                 return -ENAMETOOLONG;
@@ -274,7 +263,8 @@ int scsi_journal_open(struct scsi_lun *lun, const char *path, struct scsi_atomic
                 return -ENOMEM;
         snprintf(j->path, sizeof(j->path), "%s", path);
         j->block_size = lun->block_size;
-        j->key = crc32c(lun->bs->path, strlen(lun->bs->path));
+        const char *name = scsi_lun_private(lun)->name;
+        j->key = crc32c(name, strlen(name));
         j->free_mask = (1u << JOURNAL_SLOTS) - 1;
         pthread_mutex_init(&j->lock, NULL);
         pthread_cond_init(&j->freed, NULL);
@@ -285,7 +275,7 @@ int scsi_journal_open(struct scsi_lun *lun, const char *path, struct scsi_atomic
         else if (flock(j->fd, LOCK_EX | LOCK_NB) < 0)
                 rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
         if (rc == 0)
-                rc = journal_replay(j, lun);
+                rc = journal_replay(j, lun, replay_to);
         if (rc == 0)
                 rc = journal_preallocate(j);
         if (rc < 0) {

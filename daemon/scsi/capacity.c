@@ -1,5 +1,5 @@
 /* READ CAPACITY(10/16) and READ DEFECT DATA(10/12): what the medium looks like. */
-#include "scsi/scsi_internal.h"
+#include "scsi_internal.h"
 
 static uint64_t last_lba(const struct scsi_lun *lun)
 {

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "scsi/scsi_internal.h"
+#include "scsi_internal.h"
 #include "tandem/bufcache.h"
 
 uint8_t *scsi_data_in_alloc(struct scsi_task *task, uint32_t len)

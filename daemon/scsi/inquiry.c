@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "scsi/scsi_internal.h"
+#include "scsi_internal.h"
 
 #define STD_INQUIRY_LEN 96
 #define VPD_BUF_MAX     512
@@ -123,10 +123,12 @@ static enum scsi_reason vpd_device_identification(struct scsi_task *task, uint32
         size_t sn = strnlen(lun->serial, 32);
         memcpy(t10 + 24, lun->serial, sn);
         len += put_designator(d + len, 0x02, 0x01, t10, (uint32_t)(24 + sn));
-        /* Target port: relative target port identifier and target port group. */
-        uint8_t port[4] = {0, 0, (uint8_t)(lun->rel_port_id >> 8), (uint8_t)lun->rel_port_id};
+        /* Target port: relative target port identifier and target port group (node id). */
+        struct tdm_access a = tdm_medium_access(lun->medium);
+        uint16_t id = a.local_id ? a.local_id : 1;
+        uint8_t port[4] = {0, 0, (uint8_t)(id >> 8), (uint8_t)id};
         len += put_designator(d + len, 0x51, 0x94, port, 4);
-        uint8_t group[4] = {0, 0, (uint8_t)(lun->tpg_id >> 8), (uint8_t)lun->tpg_id};
+        uint8_t group[4] = {0, 0, (uint8_t)(id >> 8), (uint8_t)id};
         len += put_designator(d + len, 0x51, 0x95, group, 4);
         if (task->target && task->target->iqn[0])
                 len += put_target_name(d + len, task->target->iqn);

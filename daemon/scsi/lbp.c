@@ -1,19 +1,18 @@
 /*
  * Logical block provisioning: WRITE SAME(10/16) (with UNMAP on thin LUNs), UNMAP and
- * GET LBA STATUS. Thin LUNs deallocate with bs_unmap() and read back zeroes (LBPRZ).
+ * GET LBA STATUS. Thin LUNs deallocate (TDM_MIO_UNMAP) and read back zeroes (LBPRZ).
+ * WRITE SAME and UNMAP run on the pool: they take several steps under one range lock.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "scsi/scsi_internal.h"
+#include "scsi_internal.h"
 #include "tandem/log.h"
 
 static enum scsi_reason lbp_io_error(struct scsi_task *task, const char *what, int rc)
 {
-        log_warn("LUN %llu: %s failed: %s (initiator %s)", (unsigned long long)task->lun->id, what,
-                 strerror(-rc), task->nexus ? task->nexus->initiator : "?");
-        return rc == -ENOSPC ? SR_SPACE_ALLOC_FAILED : SR_WRITE_ERROR;
+        return scsi_io_error(task, what, rc, true);
 }
 
 static bool all_zero(const uint8_t *p, uint32_t len)
@@ -46,9 +45,10 @@ static enum scsi_reason write_same_pattern(struct scsi_task *task, const struct 
         for (uint32_t off = 0; off < chunk; off += bs)
                 memcpy((uint8_t *)buf + off, task->data_out, bs);
         enum scsi_reason r = SCSI_OK;
+        uint32_t flags = scsi_write_flags(task, false);
         for (uint64_t done = 0; done < total; done += chunk) {
                 uint32_t n = (uint32_t)min_u64(chunk, total - done);
-                int rc = scsi_medium_write(task, buf, n, rq->lba * bs + done);
+                int rc = tdm_medium_write(lun->medium, buf, n, rq->lba * bs + done, flags);
                 if (rc < 0) {
                         r = lbp_io_error(task, "write same", rc);
                         break;
@@ -92,18 +92,32 @@ static enum scsi_reason write_same_store(struct scsi_task *task, const struct wr
         uint64_t len = rq->nblocks * lun->block_size;
         if (!rq->unmap && !rq->ndob && !all_zero(task->data_out, lun->block_size))
                 return write_same_pattern(task, rq);
-        int rc = rq->unmap ? scsi_medium_unmap(task, off, len)
-                           : scsi_medium_write_zeroes(task, off, len);
+        int rc = tdm_medium_run(
+            lun->medium, &(struct tdm_mio){.op = rq->unmap ? TDM_MIO_UNMAP : TDM_MIO_WRITE_ZEROES,
+                                           .flags = scsi_write_flags(task, false),
+                                           .off = off,
+                                           .len = len});
         return rc < 0 ? lbp_io_error(task, rq->unmap ? "unmap" : "write zeroes", rc) : SCSI_OK;
 }
 
-static enum scsi_reason write_same_guarded(struct scsi_task *task, const struct write_same_req *rq)
+#define WS_UNMAP 0x1u
+#define WS_NDOB  0x2u
+
+/* On the pool: the whole range locked while it is written. */
+static enum scsi_reason write_same_blocking(struct scsi_task *task)
 {
         struct scsi_lun *lun = task->lun;
-        struct scsi_write_guard g;
-        scsi_medium_write_begin(lun, rq->lba * lun->block_size, rq->nblocks * lun->block_size, &g);
-        enum scsi_reason r = write_same_store(task, rq);
-        scsi_medium_write_end(lun, &g);
+        struct write_same_req rq = {.lba = task->lba,
+                                    .nblocks = task->nblocks,
+                                    .unmap = task->op_flags & WS_UNMAP,
+                                    .ndob = task->op_flags & WS_NDOB};
+        struct tdm_range lock = {.off = rq.lba * lun->block_size,
+                                 .len = rq.nblocks * lun->block_size};
+        tdm_range_lock_wait(lun->medium, &lock);
+        enum scsi_reason r = write_same_store(task, &rq);
+        tdm_range_unlock(lun->medium, &lock);
+        if (r == SCSI_OK)
+                scsi_lun_count_bytes(lun, true, (uint64_t)rq.nblocks * lun->block_size);
         return r;
 }
 
@@ -112,12 +126,12 @@ static enum scsi_reason write_same(struct scsi_task *task, struct write_same_req
         struct scsi_lun *lun = task->lun;
         task->xfer_len = rq->ndob ? 0 : lun->block_size;
         enum scsi_reason r = write_same_check(task, rq);
-        if (r == SCSI_OK)
-                r = write_same_guarded(task, rq);
         if (r != SCSI_OK)
                 return r;
-        scsi_lun_count_bytes(lun, true, (uint64_t)rq->nblocks * lun->block_size);
-        return scsi_write_commit(task, false);
+        task->lba = rq->lba;
+        task->nblocks = rq->nblocks;
+        task->op_flags = (rq->unmap ? WS_UNMAP : 0) | (rq->ndob ? WS_NDOB : 0);
+        return scsi_task_block(task, write_same_blocking);
 }
 
 enum scsi_reason sbc_write_same10(struct scsi_task *task)
@@ -166,24 +180,30 @@ static enum scsi_reason unmap_check(struct scsi_task *task, const uint8_t *p, ui
         return SCSI_OK;
 }
 
-static enum scsi_reason unmap_apply(struct scsi_task *task, const uint8_t *p, uint32_t count)
+/* On the pool: each descriptor's range locked while it is deallocated. */
+static enum scsi_reason unmap_blocking(struct scsi_task *task)
 {
         struct scsi_lun *lun = task->lun;
+        const uint8_t *p = task->data_out;
+        uint32_t count = task->op_flags;
+        uint32_t flags = scsi_write_flags(task, false);
         uint64_t total = 0;
         for (uint32_t i = 0; i < count; i++) {
                 const uint8_t *d = p + UNMAP_HDR + UNMAP_DESC * i;
-                uint64_t off = get_be64(d) * lun->block_size;
-                uint64_t len = (uint64_t)get_be32(d + 8) * lun->block_size;
-                struct scsi_write_guard g;
-                scsi_medium_write_begin(lun, off, len, &g);
-                int rc = scsi_medium_unmap(task, off, len);
-                scsi_medium_write_end(lun, &g);
+                struct tdm_range lock = {.off = get_be64(d) * lun->block_size,
+                                         .len = (uint64_t)get_be32(d + 8) * lun->block_size};
+                tdm_range_lock_wait(lun->medium, &lock);
+                int rc = tdm_medium_run(lun->medium, &(struct tdm_mio){.op = TDM_MIO_UNMAP,
+                                                                       .flags = flags,
+                                                                       .off = lock.off,
+                                                                       .len = lock.len});
+                tdm_range_unlock(lun->medium, &lock);
                 if (rc < 0)
                         return lbp_io_error(task, "unmap", rc);
-                total += len;
+                total += lock.len;
         }
         scsi_lun_count_bytes(lun, true, total);
-        return total ? scsi_write_commit(task, false) : SCSI_OK;
+        return SCSI_OK;
 }
 
 enum scsi_reason sbc_unmap(struct scsi_task *task)
@@ -203,9 +223,10 @@ enum scsi_reason sbc_unmap(struct scsi_task *task)
         if (count > SCSI_MAX_UNMAP_DESCRIPTORS)
                 return scsi_bad_param_field(task, 2, -1);
         enum scsi_reason r = unmap_check(task, p, count);
-        if (r != SCSI_OK)
+        if (r != SCSI_OK || count == 0)
                 return r;
-        return unmap_apply(task, p, count);
+        task->op_flags = count;
+        return scsi_task_block(task, unmap_blocking);
 }
 
 /* ---- GET LBA STATUS ---- */
@@ -220,10 +241,12 @@ static int lba_status_run(struct scsi_lun *lun, uint64_t lba, uint64_t max, bool
                 *blocks = max;
                 return 0;
         }
-        uint64_t run;
-        int rc = bs_lba_status(lun->bs, lba * bs, max * bs, mapped, &run);
+        struct tdm_lba_status st;
+        int rc = lun->medium->ops->lba_status(lun->medium, lba * bs, max * bs, &st);
         if (rc < 0)
                 return rc;
+        uint64_t run = st.run_len;
+        *mapped = st.mapped;
         /* A block partly allocated counts as mapped. */
         *blocks = *mapped ? (run + bs - 1) / bs : run / bs;
         if (*blocks == 0) {

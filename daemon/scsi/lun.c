@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "scsi/scsi_internal.h"
+#include "scsi_internal.h"
 
 static _Atomic uint64_t next_nexus_id = 1;
 
@@ -20,9 +20,9 @@ static uint64_t identity_hash(const char *path, uint64_t id)
 }
 
 /* Defaults until the configuration sets the replicated identity (same on every node). */
-static void lun_default_identity(struct scsi_lun *lun)
+static void lun_default_identity(struct scsi_lun *lun, const char *name)
 {
-        uint64_t h = identity_hash(lun->bs ? lun->bs->path : "", lun->id);
+        uint64_t h = identity_hash(name, lun->id);
         uint64_t h2 = identity_hash("tandem", h);
         lun->naa[0] = 0x60; /* NAA 6, IEEE company id 0 (none assigned) */
         for (int i = 0; i < 8; i++)
@@ -34,28 +34,29 @@ static void lun_default_identity(struct scsi_lun *lun)
         snprintf(lun->product, sizeof(lun->product), "%s", SCSI_DEFAULT_PRODUCT);
 }
 
-struct scsi_lun *scsi_lun_create(uint64_t id, struct bs_dev *bs, uint32_t block_size)
+struct scsi_lun *scsi_lun_create(uint64_t id, struct tdm_medium *medium, uint32_t block_size,
+                                 const char *name)
 {
-        if (!bs || block_size < 512 || block_size > 65536 || (block_size & (block_size - 1)) ||
+        if (!medium || block_size < 512 || block_size > 65536 || (block_size & (block_size - 1)) ||
             id >= SCSI_MAX_LUNS)
                 return NULL;
         struct scsi_lun_private *priv = calloc(1, sizeof(*priv));
         if (!priv)
                 return NULL;
+        priv->name = strdup(name ? name : "");
+        if (!priv->name) {
+                free(priv);
+                return NULL;
+        }
         struct scsi_lun *lun = &priv->lun;
         atomic_init(&lun->refs, 1);
         lun->id = id;
-        lun->bs = bs;
+        lun->medium = medium;
         lun->block_size = block_size;
-        atomic_init(&lun->num_blocks, bs->size / block_size);
-        /* Sparse files deallocate with hole punching and read back zeroes: thin by default. */
-        lun->thin = !bs->is_blockdev;
+        atomic_init(&lun->num_blocks, tdm_medium_size(medium) / block_size);
         atomic_init(&lun->wce, true);
-        scsi_stripes_init(&priv->stripes);
-        lun->rel_port_id = 1;
-        lun->tpg_id = 1;
+        lun_default_identity(lun, priv->name);
         scsi_lun_alua_init(lun);
-        lun_default_identity(lun);
         return lun;
 }
 
@@ -64,7 +65,7 @@ void scsi_lun_get(struct scsi_lun *lun)
         atomic_fetch_add_explicit(&lun->refs, 1, memory_order_relaxed);
 }
 
-/* The last reference closes the backstore: the LUN owns it from scsi_lun_create() on. */
+/* The last reference destroys the medium: the LUN owns it from scsi_lun_create() on. */
 void scsi_lun_put(struct scsi_lun *lun)
 {
         if (!lun)
@@ -73,17 +74,19 @@ void scsi_lun_put(struct scsi_lun *lun)
                 return;
         struct scsi_lun_private *priv = scsi_lun_private(lun);
         scsi_journal_close(priv->journal);
-        scsi_stripes_destroy(&priv->stripes);
-        bs_close(lun->bs);
+        lun->medium->access_changed = NULL;
+        tdm_medium_destroy(lun->medium);
+        free(priv->name);
         free(priv);
 }
 
-int scsi_lun_attach_atomic_journal(struct scsi_lun *lun, const char *path)
+int scsi_lun_attach_atomic_journal(struct scsi_lun *lun, const char *path,
+                                   struct tdm_medium *replay_to)
 {
         struct scsi_lun_private *priv = scsi_lun_private(lun);
         if (priv->journal)
                 return -EEXIST;
-        return scsi_journal_open(lun, path, &priv->journal);
+        return scsi_journal_open(lun, path, replay_to, &priv->journal);
 }
 
 struct scsi_target *scsi_target_create(const char *iqn)

@@ -7,7 +7,7 @@
  */
 #include <string.h>
 
-#include "scsi/scsi_internal.h"
+#include "scsi_internal.h"
 
 #define PAGE_ALL        0x3f
 #define MODE_BUF_MAX    128
@@ -299,16 +299,16 @@ static bool set_flag(atomic_bool *flag, bool value)
         return atomic_exchange(flag, value) != value;
 }
 
-static void select_apply(struct scsi_task *task, const struct mode_changes *ch)
+/* Applies the changes; true when the cache was turned off and must be flushed. */
+static bool select_apply(struct scsi_task *task, const struct mode_changes *ch)
 {
         struct scsi_lun *lun = task->lun;
         struct scsi_lun_private *priv = scsi_lun_private(lun);
-        bool changed = false;
+        bool changed = false, flush = false;
         if (ch->caching && set_flag(&lun->wce, ch->wce)) {
                 changed = true;
                 /* Turning the cache off must not leave earlier cached writes volatile. */
-                if (!ch->wce)
-                        (void)scsi_medium_flush(task);
+                flush = !ch->wce;
         }
         if (ch->control) {
                 changed |= set_flag(&priv->d_sense, ch->d_sense);
@@ -316,6 +316,14 @@ static void select_apply(struct scsi_task *task, const struct mode_changes *ch)
         }
         if (changed)
                 scsi_lun_raise_ua(lun, SCSI_UA_MODE_CHANGED, task->nexus ? task->nexus->id : 0);
+        return flush;
+}
+
+/* The flush after the cache went off: its failure is not the MODE SELECT's (as before). */
+static void select_flushed(struct scsi_task *task, int rc)
+{
+        (void)rc;
+        scsi_task_complete(task, SCSI_OK);
 }
 
 static enum scsi_reason mode_select(struct scsi_task *task, bool ten, uint32_t param_len)
@@ -328,9 +336,10 @@ static enum scsi_reason mode_select(struct scsi_task *task, bool ten, uint32_t p
         uint32_t avail = min_u32(param_len, task->data_out_len);
         struct mode_changes ch = {0};
         enum scsi_reason r = select_parse(task, ten, avail, &ch);
-        if (r == SCSI_OK)
-                select_apply(task, &ch);
-        return r;
+        if (r != SCSI_OK || !select_apply(task, &ch))
+                return r;
+        scsi_mio_start(task, TDM_MIO_FLUSH, NULL, 0, 0, 0, select_flushed);
+        return SCSI_PENDING;
 }
 
 enum scsi_reason spc_mode_select6(struct scsi_task *task)

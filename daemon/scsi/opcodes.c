@@ -6,7 +6,7 @@
  * Room is left (see the comments in the table) for PERSISTENT RESERVE IN/OUT,
  * COMPARE AND WRITE and EXTENDED COPY.
  */
-#include "scsi/scsi_internal.h"
+#include "scsi_internal.h"
 
 #define F_IN   SCSI_F_DATA_IN
 #define F_OUT  SCSI_F_DATA_OUT

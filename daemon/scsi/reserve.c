@@ -5,7 +5,7 @@
  * a LUN or target reset, or the end of the holder's nexus (scsi_nexus_fini()).
  * Persistent reservations (a later issue) will refuse RESERVE while registrations exist.
  */
-#include "scsi/scsi_internal.h"
+#include "scsi_internal.h"
 #include "tandem/scsi_nexus.h"
 
 static uint64_t task_nexus_id(const struct scsi_task *task)

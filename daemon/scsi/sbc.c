@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "scsi/scsi_internal.h"
+#include "scsi_internal.h"
 #include "tandem/log.h"
 
 /* The blocks a command addresses and where its TRANSFER LENGTH field sits. */
@@ -56,29 +56,21 @@ static enum scsi_reason check_range(struct scsi_task *task, const struct sbc_ran
         return SCSI_OK;
 }
 
-static enum scsi_reason io_error(struct scsi_task *task, const char *what, int rc, bool write)
-{
-        log_warn("LUN %llu: %s failed: %s (initiator %s)", (unsigned long long)task->lun->id, what,
-                 strerror(-rc), task->nexus ? task->nexus->initiator : "?");
-        if (write && rc == -ENOSPC)
-                return SR_SPACE_ALLOC_FAILED;
-        return write ? SR_WRITE_ERROR : SR_READ_ERROR;
-}
-
-enum scsi_reason scsi_write_commit(struct scsi_task *task, bool fua)
-{
-        struct scsi_lun *lun = task->lun;
-        if (!fua && atomic_load_explicit(&lun->wce, memory_order_relaxed))
-                return SCSI_OK;
-        int rc = scsi_medium_flush(task);
-        return rc < 0 ? io_error(task, "flush", rc, true) : SCSI_OK;
-}
-
 /* Bytes the initiator sends or takes for the range, for residual accounting. */
 static void set_xfer_len(struct scsi_task *task, const struct sbc_range *r)
 {
         uint64_t bytes = (uint64_t)r->nblocks * task->lun->block_size;
         task->xfer_len = bytes > UINT32_MAX ? UINT32_MAX : (uint32_t)bytes;
+}
+
+static void read_done(struct scsi_task *task, int rc)
+{
+        if (rc < 0) {
+                scsi_task_complete(task, scsi_io_error(task, "read", rc, false));
+                return;
+        }
+        scsi_lun_count_bytes(task->lun, false, task->xfer_len);
+        scsi_task_complete(task, SCSI_OK);
 }
 
 /* Reads straight into the data-in buffer: data_in_len == xfer_len == the CDB's bytes. */
@@ -92,11 +84,9 @@ static enum scsi_reason sbc_read(struct scsi_task *task, struct sbc_range r)
         uint8_t *buf = scsi_data_in_alloc_aligned(task, task->xfer_len);
         if (!buf)
                 return SR_INTERNAL_ERROR;
-        int rc = scsi_medium_read(lun, buf, task->xfer_len, r.lba * lun->block_size);
-        if (rc < 0)
-                return io_error(task, "read", rc, false);
-        scsi_lun_count_bytes(lun, false, task->xfer_len);
-        return SCSI_OK;
+        scsi_mio_start(task, TDM_MIO_READ, buf, r.lba * lun->block_size, task->xfer_len, 0,
+                       read_done);
+        return SCSI_PENDING;
 }
 
 /*
@@ -109,21 +99,25 @@ static uint32_t data_out_blocks_bytes(const struct scsi_task *task)
         return have - have % task->lun->block_size;
 }
 
+static void write_done(struct scsi_task *task, int rc)
+{
+        if (rc < 0) {
+                scsi_task_complete(task, scsi_io_error(task, "write", rc, true));
+                return;
+        }
+        scsi_lun_count_bytes(task->lun, true, task->mio.len);
+        scsi_task_complete(task, SCSI_OK);
+}
+
 static enum scsi_reason write_blocks(struct scsi_task *task, const struct sbc_range *r, bool fua)
 {
         struct scsi_lun *lun = task->lun;
         uint32_t len = data_out_blocks_bytes(task);
         if (len == 0)
                 return SCSI_OK;
-        uint64_t off = r->lba * lun->block_size;
-        struct scsi_write_guard g;
-        scsi_medium_write_begin(lun, off, len, &g);
-        int rc = scsi_medium_write(task, task->data_out, len, off);
-        scsi_medium_write_end(lun, &g);
-        if (rc < 0)
-                return io_error(task, "write", rc, true);
-        scsi_lun_count_bytes(lun, true, len);
-        return scsi_write_commit(task, fua);
+        scsi_mio_start(task, TDM_MIO_WRITE, task->data_out, r->lba * lun->block_size, len,
+                       scsi_write_flags(task, fua), write_done);
+        return SCSI_PENDING;
 }
 
 static enum scsi_reason sbc_write(struct scsi_task *task, struct sbc_range r, bool fua)
@@ -222,6 +216,10 @@ static enum scsi_reason verify_compare(struct scsi_task *task, const struct sbc_
                                        bool one_block)
 {
         struct scsi_lun *lun = task->lun;
+        struct tdm_range lock = {.off = r->lba * lun->block_size,
+                                 .len = (uint64_t)r->nblocks * lun->block_size,
+                                 .shared = true};
+        tdm_range_lock_wait(lun->medium, &lock);
         uint32_t bs = lun->block_size;
         uint64_t total = one_block ? (uint64_t)r->nblocks * bs : data_out_blocks_bytes(task);
         if (one_block && task->data_out_len < bs)
@@ -233,9 +231,9 @@ static enum scsi_reason verify_compare(struct scsi_task *task, const struct sbc_
         enum scsi_reason rs = SCSI_OK;
         for (uint64_t done = 0; done < total && rs == SCSI_OK;) {
                 uint32_t n = (uint32_t)min_u64(chunk, total - done);
-                int rc = scsi_medium_read(lun, buf, n, r->lba * bs + done);
+                int rc = tdm_medium_read(lun->medium, buf, n, r->lba * bs + done);
                 if (rc < 0) {
-                        rs = io_error(task, "verify read", rc, false);
+                        rs = scsi_io_error(task, "verify read", rc, false);
                         break;
                 }
                 for (uint32_t off = 0; off < n; off += bs) {
@@ -251,8 +249,19 @@ static enum scsi_reason verify_compare(struct scsi_task *task, const struct sbc_
                 }
                 done += n;
         }
+        tdm_range_unlock(lun->medium, &lock);
         free(buf);
         return rs;
+}
+
+static enum scsi_reason verify_blocking(struct scsi_task *task)
+{
+        unsigned bytchk = (task->cdb[1] >> 1) & 0x03;
+        const uint8_t *cdb = task->cdb;
+        struct sbc_range r = cdb[0] == 0x2f   ? range10(cdb)
+                             : cdb[0] == 0xaf ? range12(cdb)
+                                              : range16(cdb);
+        return verify_compare(task, &r, bytchk == 3);
 }
 
 static enum scsi_reason sbc_verify(struct scsi_task *task, struct sbc_range r)
@@ -264,7 +273,7 @@ static enum scsi_reason sbc_verify(struct scsi_task *task, struct sbc_range r)
         enum scsi_reason rs = check_range(task, &r);
         if (rs != SCSI_OK || bytchk == 0 || r.nblocks == 0)
                 return rs; /* without BYTCHK there is no medium check to make */
-        return verify_compare(task, &r, bytchk == 3);
+        return scsi_task_block(task, verify_blocking);
 }
 
 enum scsi_reason sbc_verify10(struct scsi_task *task)
@@ -297,31 +306,37 @@ static enum scsi_reason orwrite_blocks(struct scsi_task *task, const struct sbc_
         if (!buf)
                 return SR_INTERNAL_ERROR;
         enum scsi_reason rs = SCSI_OK;
-        struct scsi_write_guard g;
-        scsi_medium_write_begin(lun, r->lba * lun->block_size, total, &g);
+        struct tdm_range lock = {.off = r->lba * lun->block_size, .len = total};
+        tdm_range_lock_wait(lun->medium, &lock);
+        uint32_t flags = scsi_write_flags(task, cdb_fua(task->cdb));
         for (uint64_t done = 0; done < total;) {
                 uint32_t n = (uint32_t)min_u64(chunk, total - done);
                 uint64_t off = r->lba * lun->block_size + done;
-                int rc = bs_read(lun->bs, buf, n, off);
+                int rc = tdm_medium_read(lun->medium, buf, n, off);
                 if (rc < 0) {
-                        rs = io_error(task, "orwrite read", rc, false);
+                        rs = scsi_io_error(task, "orwrite read", rc, false);
                         break;
                 }
                 for (uint32_t i = 0; i < n; i++)
                         buf[i] |= task->data_out[done + i];
-                rc = scsi_medium_write(task, buf, n, off);
+                rc = tdm_medium_write(lun->medium, buf, n, off, flags);
                 if (rc < 0) {
-                        rs = io_error(task, "orwrite write", rc, true);
+                        rs = scsi_io_error(task, "orwrite write", rc, true);
                         break;
                 }
                 done += n;
         }
-        scsi_medium_write_end(lun, &g);
+        tdm_range_unlock(lun->medium, &lock);
         free(buf);
-        if (rs != SCSI_OK)
-                return rs;
-        scsi_lun_count_bytes(lun, true, total);
-        return scsi_write_commit(task, cdb_fua(task->cdb));
+        if (rs == SCSI_OK)
+                scsi_lun_count_bytes(lun, true, total);
+        return rs;
+}
+
+static enum scsi_reason orwrite_blocking(struct scsi_task *task)
+{
+        struct sbc_range r = range16(task->cdb);
+        return orwrite_blocks(task, &r);
 }
 
 enum scsi_reason sbc_orwrite16(struct scsi_task *task)
@@ -331,7 +346,7 @@ enum scsi_reason sbc_orwrite16(struct scsi_task *task)
         enum scsi_reason rs = check_range(task, &r);
         if (rs != SCSI_OK)
                 return rs;
-        return orwrite_blocks(task, &r);
+        return scsi_task_block(task, orwrite_blocking);
 }
 
 /* PRE-FETCH: a hint to the page cache; GOOD (not CONDITION MET) as nothing is reserved. */
@@ -340,9 +355,9 @@ static enum scsi_reason sbc_prefetch(struct scsi_task *task, struct sbc_range r)
         struct scsi_lun *lun = task->lun;
         if (!scsi_lba_range_ok(lun, r.lba, r.nblocks))
                 return SR_LBA_OUT_OF_RANGE;
-        if (r.nblocks)
-                (void)posix_fadvise(lun->bs->fd, (off_t)(r.lba * lun->block_size),
-                                    (off_t)r.nblocks * lun->block_size, POSIX_FADV_WILLNEED);
+        if (r.nblocks && lun->medium->ops->prefetch)
+                lun->medium->ops->prefetch(lun->medium, r.lba * lun->block_size,
+                                           (uint64_t)r.nblocks * lun->block_size);
         return SCSI_OK;
 }
 
@@ -356,13 +371,18 @@ enum scsi_reason sbc_prefetch16(struct scsi_task *task)
         return sbc_prefetch(task, range16(task->cdb));
 }
 
+static void flush_done(struct scsi_task *task, int rc)
+{
+        scsi_task_complete(task, rc < 0 ? scsi_io_error(task, "flush", rc, true) : SCSI_OK);
+}
+
 /* SYNCHRONIZE CACHE: everything written before is made durable (IMMED is served the same way). */
 static enum scsi_reason sbc_sync_cache(struct scsi_task *task, struct sbc_range r)
 {
         if (!scsi_lba_range_ok(task->lun, r.lba, r.nblocks))
                 return SR_LBA_OUT_OF_RANGE;
-        int rc = scsi_medium_flush(task);
-        return rc < 0 ? io_error(task, "flush", rc, true) : SCSI_OK;
+        scsi_mio_start(task, TDM_MIO_FLUSH, NULL, 0, 0, 0, flush_done);
+        return SCSI_PENDING;
 }
 
 enum scsi_reason sbc_sync_cache10(struct scsi_task *task)

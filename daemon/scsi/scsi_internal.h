@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tandem/byteorder.h"
 #include "tandem/scsi.h"
 
 /* Identity strings of every logical unit. */
@@ -29,28 +30,6 @@
 #define SCSI_F_STAT_READ  0x01000000u /* counted as a read in the LUN statistics */
 #define SCSI_F_STAT_WRITE 0x02000000u /* counted as a write in the LUN statistics */
 
-/*
- * Exclusion between WRITE ATOMIC and the other commands touching the same LBAs (atomic.c).
- * The medium is cut into 1 MiB stripes, folded onto SCSI_ATOMIC_STRIPES slots. An atomic
- * write holds its stripes' mutexes and keeps their seq odd while it writes. Readers take no
- * lock: they check seq before and after reading (a seqlock) and read again, under the
- * mutexes, only if an atomic write overlapped. Other writers count themselves in writers[]
- * so an atomic write waits for them; they fall back to the mutexes when one is in flight.
- */
-#define SCSI_ATOMIC_STRIPES      64u
-#define SCSI_ATOMIC_STRIPE_SHIFT 20 /* 1 MiB of the medium per stripe */
-
-struct scsi_stripe_writers {
-        atomic_uint n;
-        char pad[60]; /* one cache line each: writers on other stripes do not share it */
-};
-
-struct scsi_stripes {
-        atomic_uint seq[SCSI_ATOMIC_STRIPES]; /* read by every READ: only atomic writes change it */
-        struct scsi_stripe_writers writers[SCSI_ATOMIC_STRIPES];
-        pthread_mutex_t lock[SCSI_ATOMIC_STRIPES];
-};
-
 struct scsi_atomic_journal;
 
 /*
@@ -59,16 +38,12 @@ struct scsi_atomic_journal;
  */
 struct scsi_lun_private {
         struct scsi_lun lun;          /* first */
+        char *name;                   /* the backing store's name (identity, journal key) */
         atomic_bool swp;              /* control page SWP: software write protect */
         atomic_bool d_sense;          /* control page D_SENSE: descriptor format sense data */
         _Atomic uint64_t reserved_by; /* nexus holding a RESERVE(6/10) reservation, 0: none */
-        struct scsi_stripes stripes;
         struct scsi_atomic_journal *journal; /* NULL: atomic writes of one block only */
-        /* ALUA (alua.c): the peer's group of a replicated LUN, and what was last reported. */
-        uint16_t alua_peer_id; /* peer's group and relative port; 0: no peer group */
-        _Atomic uint8_t alua_peer_state;
-        _Atomic(scsi_alua_refresh_fn) alua_refresh;
-        atomic_uint alua_published; /* SCSI_ALUA_PUB_* word, see alua.c */
+        atomic_uint alua_published;          /* ALUA states last reported, see alua.c */
 };
 
 static inline struct scsi_lun_private *scsi_lun_private(const struct scsi_lun *lun)
@@ -81,47 +56,6 @@ static inline bool scsi_lun_write_protected(const struct scsi_lun *lun)
 {
         return lun->read_only ||
                atomic_load_explicit(&scsi_lun_private(lun)->swp, memory_order_relaxed);
-}
-
-/* Big-endian field access. */
-static inline uint16_t get_be16(const uint8_t *p)
-{
-        return (uint16_t)((p[0] << 8) | p[1]);
-}
-
-static inline uint32_t get_be24(const uint8_t *p)
-{
-        return ((uint32_t)p[0] << 16) | ((uint32_t)p[1] << 8) | p[2];
-}
-
-static inline uint32_t get_be32(const uint8_t *p)
-{
-        return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
-
-static inline uint64_t get_be64(const uint8_t *p)
-{
-        return ((uint64_t)get_be32(p) << 32) | get_be32(p + 4);
-}
-
-static inline void put_be16(uint8_t *p, uint16_t v)
-{
-        p[0] = (uint8_t)(v >> 8);
-        p[1] = (uint8_t)v;
-}
-
-static inline void put_be32(uint8_t *p, uint32_t v)
-{
-        p[0] = (uint8_t)(v >> 24);
-        p[1] = (uint8_t)(v >> 16);
-        p[2] = (uint8_t)(v >> 8);
-        p[3] = (uint8_t)v;
-}
-
-static inline void put_be64(uint8_t *p, uint64_t v)
-{
-        put_be32(p, (uint32_t)(v >> 32));
-        put_be32(p + 4, (uint32_t)v);
 }
 
 static inline uint32_t min_u32(uint32_t a, uint32_t b)
@@ -172,24 +106,8 @@ uint8_t scsi_sense_format(uint8_t *buf, size_t cap, enum scsi_reason reason,
 bool scsi_reason_has_sense(enum scsi_reason reason);
 
 /* alua.c */
-/* This node's group state as commands see it: standby or active/optimized. */
-static inline enum scsi_alua_state scsi_alua_local_state(bool standby)
-{
-        return standby ? SCSI_ALUA_STANDBY : SCSI_ALUA_ACTIVE_OPTIMIZED;
-}
-/* The local state last published (compared on every command: a change raises the UA). */
-static inline enum scsi_alua_state scsi_alua_published_local(const struct scsi_lun *lun)
-{
-        return (enum scsi_alua_state)(
-            atomic_load_explicit(&scsi_lun_private(lun)->alua_published, memory_order_relaxed) &
-            0x0f);
-}
+/* Listens to the medium's access state (scsi_lun_create). */
 void scsi_lun_alua_init(struct scsi_lun *lun);
-/*
- * Asks the replicator for the peer's state (the refresh callback), then publishes both
- * groups' states, raising the attention on a change. From a worker holding no lock.
- */
-void scsi_alua_notice_change(struct scsi_lun *lun);
 enum scsi_reason spc_report_target_port_groups(struct scsi_task *task);
 
 /* ua.c: unit attentions of one nexus for one LUN. */
@@ -210,33 +128,32 @@ uint8_t scsi_lun_lbppb_exponent(const struct scsi_lun *lun);
 uint32_t scsi_lun_granularity_blocks(const struct scsi_lun *lun);
 
 /*
- * atomic.c: medium access that respects WRITE ATOMIC. Every read of the medium goes
- * through scsi_medium_read(); every other change of the medium is bracketed by
- * scsi_medium_write_begin()/end() over the byte range it changes.
+ * medium_io.c: the medium under a command. scsi_mio_start locks the range (shared for a
+ * READ), submits one request, unlocks, and calls after(task, rc) on the task's loop; the
+ * handler returns SCSI_PENDING and after() ends with scsi_task_complete(). A handler with
+ * several steps returns scsi_task_block(task, fn): fn runs on the pool, where it may wait
+ * (the scsi_sync_* calls and tdm_range_lock_wait), and its reason completes the task.
  */
-struct scsi_write_guard {
-        uint64_t off, len;
-        bool locked; /* the slow path: the stripes' mutexes are held */
-};
-void scsi_stripes_init(struct scsi_stripes *st);
-void scsi_stripes_destroy(struct scsi_stripes *st);
-int scsi_medium_read(struct scsi_lun *lun, void *buf, size_t len, uint64_t off);
-void scsi_medium_write_begin(struct scsi_lun *lun, uint64_t off, uint64_t len,
-                             struct scsi_write_guard *g);
-void scsi_medium_write_end(struct scsi_lun *lun, struct scsi_write_guard *g);
-/*
- * medium.c: every change a command makes to the medium (replicated LUNs send it to the
- * peer as well). 0 or -errno.
- */
-int scsi_medium_write(struct scsi_task *task, const void *buf, size_t len, uint64_t off);
-int scsi_medium_write_zeroes(struct scsi_task *task, uint64_t off, uint64_t len);
-int scsi_medium_unmap(struct scsi_task *task, uint64_t off, uint64_t len);
-int scsi_medium_flush(struct scsi_task *task);
-/* MAXIMUM ATOMIC TRANSFER LENGTH of the LUN in blocks (0: WRITE ATOMIC is not offered). */
+void scsi_mio_start(struct scsi_task *task, enum tdm_mio_op op, void *buf, uint64_t off,
+                    uint64_t len, uint32_t flags, void (*after)(struct scsi_task *task, int rc));
+enum scsi_reason scsi_task_block(struct scsi_task *task,
+                                 enum scsi_reason (*fn)(struct scsi_task *task));
+/* The task's command ended with reason r (from a completion; any reason but SCSI_PENDING). */
+void scsi_task_complete(struct scsi_task *task, enum scsi_reason r);
+/* A failed medium request as a reason (logged once, naming the initiator). */
+enum scsi_reason scsi_io_error(struct scsi_task *task, const char *what, int rc, bool write);
+/* Blocking-handler helpers: the whole range is locked for the call (exclusive). */
+int scsi_sync_write(struct scsi_task *task, const void *buf, uint64_t len, uint64_t off,
+                    uint32_t flags);
+/* MIO flags a write of this task needs for durability: FUA when asked or the cache is off. */
+uint32_t scsi_write_flags(const struct scsi_task *task, bool fua);
+
+/* atomic.c: MAXIMUM ATOMIC TRANSFER LENGTH of the LUN in blocks (0: not offered). */
 uint32_t scsi_atomic_max_blocks(const struct scsi_lun *lun);
 
 /* atomic_journal.c: the redo journal that makes multi-block atomic writes power-safe. */
-int scsi_journal_open(struct scsi_lun *lun, const char *path, struct scsi_atomic_journal **out);
+int scsi_journal_open(struct scsi_lun *lun, const char *path, struct tdm_medium *replay_to,
+                      struct scsi_atomic_journal **out);
 /* Writes a record of the data and makes it durable; *slot identifies it for retire. */
 int scsi_journal_log(struct scsi_atomic_journal *j, uint64_t lba, uint32_t nblocks,
                      const void *data, unsigned *slot);
@@ -246,9 +163,6 @@ int scsi_journal_retire(struct scsi_atomic_journal *j, unsigned slot);
 void scsi_journal_fail(struct scsi_atomic_journal *j, int rc);
 /* Erases the file when every record was retired; keeps it for replay otherwise. */
 void scsi_journal_close(struct scsi_atomic_journal *j);
-
-/* Durability after a write: with the write cache off or FUA set, data is on stable media. */
-enum scsi_reason scsi_write_commit(struct scsi_task *task, bool fua);
 
 /* reserve.c: RESERVE/RELEASE (SPC-2 logical unit reservations). */
 enum scsi_reason scsi_reservation_check(struct scsi_task *task, const struct scsi_opcode_entry *e);

@@ -4,7 +4,7 @@
  */
 #include <string.h>
 
-#include "scsi/scsi_internal.h"
+#include "scsi_internal.h"
 
 struct reason_info {
         const char *name;

@@ -4,7 +4,7 @@
  */
 #include <string.h>
 
-#include "scsi/scsi_internal.h"
+#include "scsi_internal.h"
 
 enum scsi_reason spc_test_unit_ready(struct scsi_task *task)
 {
@@ -80,6 +80,11 @@ enum scsi_reason spc_prevent_allow(struct scsi_task *task)
  * The medium cannot be removed or stopped; a stop request flushes (unless NO_FLUSH) and
  * an eject is refused while removal is prevented.
  */
+static void stop_flushed(struct scsi_task *task, int rc)
+{
+        scsi_task_complete(task, rc < 0 ? scsi_io_error(task, "flush", rc, true) : SCSI_OK);
+}
+
 enum scsi_reason spc_start_stop_unit(struct scsi_task *task)
 {
         const uint8_t *cdb = task->cdb;
@@ -89,9 +94,11 @@ enum scsi_reason spc_start_stop_unit(struct scsi_task *task)
                 return SCSI_OK; /* power conditions: nothing to change on a virtual disk */
         if (loej && !start && atomic_load(&task->lun->removal_prevented))
                 return SR_MEDIUM_REMOVAL_PREVENTED;
-        if (!start && !no_flush)
-                return scsi_write_commit(task, true);
-        return SCSI_OK;
+        if (start || no_flush)
+                return SCSI_OK;
+        /* Stopping: what is cached goes to stable media first. */
+        scsi_mio_start(task, TDM_MIO_FLUSH, NULL, 0, 0, 0, stop_flushed);
+        return SCSI_PENDING;
 }
 
 /* ---- REPORT SUPPORTED OPERATION CODES ---- */

@@ -4,7 +4,7 @@
  */
 #include <errno.h>
 
-#include "scsi/scsi_internal.h"
+#include "scsi_internal.h"
 
 static void task_reset_result(struct scsi_task *task)
 {
@@ -26,21 +26,35 @@ static enum scsi_reason unsupported_command(struct scsi_task *task)
         return SR_INVALID_OPCODE;
 }
 
+/* This node's port group, as commands see it: refused per command class unless active. */
+static enum scsi_reason access_check(const struct scsi_task *task,
+                                     const struct scsi_opcode_entry *e)
+{
+        if (e->flags & SCSI_F_OK_ON_STANDBY)
+                return SCSI_OK;
+        switch (tdm_medium_access(task->lun->medium).local_state) {
+        case TDM_ACCESS_ACTIVE:
+                return SCSI_OK;
+        case TDM_ACCESS_STANDBY:
+                return SR_NOT_READY_STANDBY;
+        case TDM_ACCESS_TRANSITIONING:
+                return SR_NOT_READY_TRANSITION;
+        default:
+                return SR_NOT_READY_UNAVAILABLE;
+        }
+}
+
 /* Checks of the command against the state of the LUN: attentions, reservation, write protect. */
 static enum scsi_reason task_admit(struct scsi_task *task, const struct scsi_opcode_entry *e)
 {
-        bool standby = atomic_load_explicit(&task->lun->standby, memory_order_acquire);
-        /* This node's port group changed state (promote, demote): every nexus hears of it. */
-        if (scsi_alua_local_state(standby) != scsi_alua_published_local(task->lun))
-                scsi_alua_notice_change(task->lun);
         if (task->nexus && !(e->flags & SCSI_F_NO_UA)) {
                 enum scsi_reason ua = scsi_ua_take(task->nexus, task->lun);
                 if (ua != SCSI_OK)
                         return ua;
         }
-        if (standby && !(e->flags & SCSI_F_OK_ON_STANDBY))
-                return SR_NOT_READY_STANDBY;
-        enum scsi_reason r = scsi_cdb_check_usage(task, e);
+        enum scsi_reason r = access_check(task, e);
+        if (r == SCSI_OK)
+                r = scsi_cdb_check_usage(task, e);
         if (r == SCSI_OK)
                 r = scsi_reservation_check(task, e);
         if (r == SCSI_OK && (e->flags & SCSI_F_WRITES_MEDIUM) &&
@@ -80,56 +94,42 @@ static void task_account(struct scsi_task *task, const struct scsi_opcode_entry 
                 atomic_fetch_add_explicit(&lun->stats.errors, 1, memory_order_relaxed);
 }
 
-/* A write the local medium took but a peer could not: the command fails all the same. */
-static void task_apply_repl_error(struct scsi_task *task)
+/* The result becomes status and sense; a failed command returns no data. */
+static void task_settle(struct scsi_task *task, enum scsi_reason r)
 {
-        int err = atomic_load(&task->repl_error);
-        if (err == 0 || task->status != SCSI_STATUS_GOOD)
-                return;
-        scsi_task_release(task);
-        /* -EAGAIN: held without quorum for too long; initiators retry a transition. */
-        scsi_task_set_reason(task, err == -ENOSPC   ? SR_SPACE_ALLOC_FAILED
-                                   : err == -EAGAIN ? SR_NOT_READY_TRANSITION
-                                                    : SR_WRITE_ERROR);
-        if (task->lun)
-                atomic_fetch_add_explicit(&task->lun->stats.errors, 1, memory_order_relaxed);
+        if (r != SCSI_OK)
+                scsi_task_release(task);
+        scsi_task_set_reason(task, r);
+        task_account(task, task->entry);
 }
 
 void scsi_task_execute(struct scsi_task *task)
 {
         task_reset_result(task);
-        atomic_store(&task->repl_pending, 1);
-        atomic_store(&task->repl_error, 0);
         task->async = false;
-        const struct scsi_opcode_entry *e = scsi_opcode_lookup(task->cdb);
-        enum scsi_reason r = task_dispatch(task, e);
-        if (r != SCSI_OK) {
-                /* A failed command returns no data. */
-                scsi_task_release(task);
+        task->finished = false;
+        task->in_execute = true;
+        task->entry = scsi_opcode_lookup(task->cdb);
+        enum scsi_reason r = task_dispatch(task, task->entry);
+        task->in_execute = false;
+        if (r == SCSI_PENDING) {
+                if (!task->finished) {
+                        task->async = true;
+                        return;
+                }
+                r = task->pending_result;
         }
-        scsi_task_set_reason(task, r);
-        task_account(task, e);
-        /* Set before the last acknowledgement can arrive: only one side sees zero. */
-        task->async = true;
-        if (atomic_fetch_sub(&task->repl_pending, 1) == 1) {
-                task->async = false;
-                task_apply_repl_error(task);
-        }
+        task_settle(task, r);
 }
 
-void scsi_task_repl_hold(struct scsi_task *task)
+void scsi_task_complete(struct scsi_task *task, enum scsi_reason r)
 {
-        atomic_fetch_add(&task->repl_pending, 1);
-}
-
-void scsi_task_repl_release(struct scsi_task *task, int error)
-{
-        if (error) {
-                int none = 0;
-                atomic_compare_exchange_strong(&task->repl_error, &none, error);
-        }
-        if (atomic_fetch_sub(&task->repl_pending, 1) != 1)
+        if (task->in_execute) {
+                /* Completed inline (a thread on no loop): execute returns the result. */
+                task->finished = true;
+                task->pending_result = r;
                 return;
-        task_apply_repl_error(task);
-        task->async_done(task);
+        }
+        task_settle(task, r);
+        task->done(task);
 }

@@ -4,7 +4,7 @@
  * first reports POWER ON RESET, which subsumes everything raised before it.
  * One condition is reported per command, highest precedence first (29h before 2Ah/3Fh).
  */
-#include "scsi/scsi_internal.h"
+#include "scsi_internal.h"
 
 static const enum scsi_reason ua_reason[SCSI_UA_KINDS] = {
     [SCSI_UA_LUN_RESET] = SR_UA_BUS_DEVICE_RESET,

@@ -61,4 +61,16 @@ int bs_probe_size(struct bs_dev *bs, uint64_t *size);
  */
 int bs_set_file_size(struct bs_dev *bs, uint64_t size);
 
+/* Advises the kernel that the range will be read soon (PRE-FETCH). */
+void bs_prefetch(struct bs_dev *bs, uint64_t off, uint64_t len);
+
+struct tdm_medium;
+/*
+ * The backstore as a medium (include/tandem/medium.h); the medium owns bs from here on
+ * (tdm_medium_destroy closes it). 0 or -ENOMEM.
+ */
+int bs_medium_create(struct bs_dev *bs, struct tdm_medium **out);
+/* The device under a medium made by bs_medium_create. */
+struct bs_dev *bs_medium_dev(struct tdm_medium *m);
+
 #endif

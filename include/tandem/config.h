@@ -51,6 +51,11 @@ struct tdm_chap_cfg {
         char mutual_secret[TDM_CHAP_MAX];
 };
 
+/* Credentials a login must present (the iSCSI layer checks; the target registry decides). */
+struct tdm_auth {
+        struct tdm_chap_cfg chap;
+};
+
 #define TDM_REPL_MAX_NODES          2 /* this node and one peer per replicated LUN (for now) */
 #define TDM_REPL_SECRET_MIN         12
 #define TDM_DEFAULT_REPL_TIMEOUT_MS 2000u

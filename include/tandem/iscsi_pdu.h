@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include "tandem/byteorder.h"
 
 #define ISCSI_BHS_LEN     48
 #define ISCSI_DIGEST_LEN  4
@@ -65,46 +66,6 @@ enum iscsi_reject_reason {
 #define ISCSI_LOGIN_SERVICE_UNAVAILABLE      ISCSI_LOGIN_STATUS(3, 1)
 #define ISCSI_LOGIN_OUT_OF_RESOURCES         ISCSI_LOGIN_STATUS(3, 2)
 
-static inline uint16_t iscsi_get16(const uint8_t *p)
-{
-        return (uint16_t)((p[0] << 8) | p[1]);
-}
-static inline uint32_t iscsi_get24(const uint8_t *p)
-{
-        return ((uint32_t)p[0] << 16) | ((uint32_t)p[1] << 8) | p[2];
-}
-static inline uint32_t iscsi_get32(const uint8_t *p)
-{
-        return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
-static inline uint64_t iscsi_get64(const uint8_t *p)
-{
-        return ((uint64_t)iscsi_get32(p) << 32) | iscsi_get32(p + 4);
-}
-static inline void iscsi_put16(uint8_t *p, uint16_t v)
-{
-        p[0] = (uint8_t)(v >> 8);
-        p[1] = (uint8_t)v;
-}
-static inline void iscsi_put24(uint8_t *p, uint32_t v)
-{
-        p[0] = (uint8_t)(v >> 16);
-        p[1] = (uint8_t)(v >> 8);
-        p[2] = (uint8_t)v;
-}
-static inline void iscsi_put32(uint8_t *p, uint32_t v)
-{
-        p[0] = (uint8_t)(v >> 24);
-        p[1] = (uint8_t)(v >> 16);
-        p[2] = (uint8_t)(v >> 8);
-        p[3] = (uint8_t)v;
-}
-static inline void iscsi_put64(uint8_t *p, uint64_t v)
-{
-        iscsi_put32(p, (uint32_t)(v >> 32));
-        iscsi_put32(p + 4, (uint32_t)v);
-}
-
 /* Common BHS fields. */
 static inline uint8_t iscsi_bhs_opcode(const uint8_t *bhs)
 {
@@ -124,15 +85,15 @@ static inline uint32_t iscsi_bhs_ahs_len(const uint8_t *bhs)
 }
 static inline uint32_t iscsi_bhs_dsl(const uint8_t *bhs)
 {
-        return iscsi_get24(bhs + 5);
+        return get_be24(bhs + 5);
 }
 static inline void iscsi_bhs_set_dsl(uint8_t *bhs, uint32_t len)
 {
-        iscsi_put24(bhs + 5, len);
+        put_be24(bhs + 5, len);
 }
 static inline uint32_t iscsi_bhs_itt(const uint8_t *bhs)
 {
-        return iscsi_get32(bhs + 16);
+        return get_be32(bhs + 16);
 }
 static inline uint32_t iscsi_pad4(uint32_t len)
 {

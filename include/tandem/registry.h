@@ -11,11 +11,6 @@
 #include "tandem/config.h"
 #include "tandem/scsi.h"
 
-/* Credentials a login must present. */
-struct tdm_auth {
-        struct tdm_chap_cfg chap;
-};
-
 /*
  * Builds the live targets and LUNs (opening every backing store) from a deep copy of cfg;
  * the caller keeps cfg. Fails, naming the field, if any LUN cannot be opened.

@@ -104,45 +104,39 @@ int repl_admin_resolve_split_brain(const char *iqn, uint64_t lun, char *err, siz
  */
 int repl_admin_skip_initial_sync(const char *iqn, uint64_t lun, char *err, size_t errlen);
 
-/* ---- The daemon's side: lifecycle (registry) and the data path (SCSI layer). ---- */
+/* ---- The daemon's side: lifecycle (the target registry). ---- */
 
-struct scsi_lun;
-struct scsi_task;
 struct tdm_lun_cfg;
+struct tdm_medium;
 struct repl_lun;
 
-/* What a medium change is, for repl_lun_io(). */
-enum repl_io_kind {
-        REPL_IO_WRITE = 1, /* buf holds len bytes */
-        REPL_IO_ZERO = 2,
-        REPL_IO_UNMAP = 3,
-        REPL_IO_FLUSH = 4, /* make every earlier write durable (off, len unused) */
-};
-
 /*
- * Opens the LUN's replication metadata (creating it for a new pair) and prepares the
- * engine; nothing runs before repl_lun_start(). The LUN starts Secondary (standby).
- * 0 or -errno with err naming the field or file.
+ * Opens the LUN's replication metadata (creating it for a new pair) and wraps local (this
+ * node's medium; the replicator owns it from here) in a replicated medium: the LUN's medium
+ * is repl_lun_medium(). Nothing runs before repl_lun_start(); the LUN starts Secondary
+ * (standby). 0 or -errno with err naming the field or file; on failure local is the
+ * caller's still.
  */
-int repl_lun_create(struct scsi_lun *lun, const struct tdm_lun_cfg *cfg, const char *iqn,
+int repl_lun_create(struct tdm_medium *local, const struct tdm_lun_cfg *cfg, const char *iqn,
                     uint32_t node_id, const char *state_dir, struct repl_lun **out, char *err,
                     size_t errlen);
 int repl_lun_start(struct repl_lun *r);
+struct tdm_medium *repl_lun_medium(struct repl_lun *r);
+/* This node's medium under it. */
+struct tdm_medium *repl_lun_local(struct repl_lun *r);
+/* The replicated LUN whose medium m is, or NULL (a LUN of this node alone). */
+struct repl_lun *repl_lun_from_medium(struct tdm_medium *m);
 /*
- * Daemon shutdown, before the iSCSI workers stop: every peer connection closes and every
- * request waiting for a peer completes (the changes are recorded as out of sync).
+ * Daemon shutdown, before the iSCSI workers stop: new commands get NOT READY, changes in
+ * flight complete (waiting for the peer at most the hold bound), then every peer connection
+ * closes.
  */
 void repl_quiesce_all(void);
-/* Stops the threads, completes what is in flight, closes the metadata cleanly. */
-void repl_lun_destroy(struct repl_lun *r);
-
 /*
- * Changes the medium of a replicated LUN for a command (any iSCSI worker thread): orders
- * the change against overlapping ones, applies it locally, and sends it to a connected
- * peer; the task then waits for the peer's ack (scsi_task_repl_hold). Without a peer in
- * the ack set the change is recorded in the dirty bitmap. 0 or the local -errno.
+ * Control thread, before the LUN leaves its target: stops serving, waits for changes in
+ * flight, stops the threads and closes the metadata cleanly. The medium stays valid (it
+ * refuses changes) until the LUN's last reference destroys it.
  */
-int repl_lun_io(struct repl_lun *r, struct scsi_task *task, enum repl_io_kind kind, const void *buf,
-                uint64_t off, uint64_t len);
+void repl_lun_stop(struct repl_lun *r);
 
 #endif

@@ -8,9 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tandem/backstore.h"
-
-struct repl_lun;
+#include "tandem/medium.h"
+#include "tandem/net.h"
 
 #define SCSI_MAX_LUNS  256
 #define SCSI_SENSE_MAX 32
@@ -67,7 +66,9 @@ enum scsi_reason {
         SR_BUSY,                       /* status 0x08, no sense */
         SR_ABORTED_COMMAND,            /* 0B/00/00 */
         SR_INTERNAL_ERROR,             /* 04/44/00 */
-        SR_COUNT
+        SR_COUNT,
+        /* Not a reason: the handler started medium work and completes the task later. */
+        SCSI_PENDING = 1000
 };
 
 /*
@@ -103,12 +104,6 @@ enum scsi_alua_state {
 };
 
 struct scsi_lun;
-/*
- * Asks the owner of a replicated LUN (the replicator) to publish the peer group's current
- * state with scsi_lun_alua_set_peer_state() now. Called by the SCSI layer from an iSCSI
- * worker holding no lock, before it reports the groups; it must not block for long.
- */
-typedef void (*scsi_alua_refresh_fn)(struct scsi_lun *lun);
 
 struct scsi_lun_stats {
         atomic_uint_fast64_t reads, writes, other;
@@ -122,8 +117,9 @@ struct scsi_lun_stats {
 /* One logical unit. Reference counted: tasks in flight hold a reference. */
 struct scsi_lun {
         atomic_int refs;
-        uint64_t id; /* LUN number within its target */
-        struct bs_dev *bs;
+        uint64_t id;               /* LUN number within its target */
+        struct tdm_medium *medium; /* owned: destroyed with the LUN */
+        uint64_t identity_seed;    /* hash of the backing store's name: default NAA/serial */
         uint32_t block_size;
         uint8_t lbppb_exponent; /* physical block = block_size << this (READ CAPACITY(16)) */
         _Atomic uint64_t num_blocks;
@@ -136,14 +132,6 @@ struct scsi_lun {
         atomic_bool removal_prevented;
         atomic_uint ua_gen[SCSI_UA_KINDS]; /* bumped when a UA must be raised on every nexus */
         _Atomic(uint64_t) ua_origin[SCSI_UA_KINDS]; /* nexus id that caused it: it gets no UA */
-        uint16_t rel_port_id; /* relative target port identifier (replicated: node id) */
-        uint16_t tpg_id;      /* this node's target port group (replicated: node id) */
-        /*
-         * Replication (NULL: a local LUN). While standby is set (a Secondary), commands
-         * without SCSI_F_OK_ON_STANDBY fail with NOT READY, TARGET PORT IN STANDBY STATE.
-         */
-        struct repl_lun *repl;
-        atomic_bool standby;
         struct scsi_lun_stats stats;
 };
 
@@ -227,14 +215,24 @@ struct scsi_task {
         uint64_t start_ns;
 
         /*
-         * Replication: acknowledgements still awaited, plus one while the command executes.
-         * When scsi_task_execute() returns with async set, the task completes later: the
-         * last acknowledgement calls async_done (on the replicator's thread).
+         * Completion. When scsi_task_execute() returns with async set, the command waits
+         * for the medium and done(task) runs later, on the loop that executed it.
          */
-        atomic_int repl_pending;
-        atomic_int repl_error; /* first negative errno a peer reported */
         bool async;
-        scsi_task_done_fn async_done;
+        scsi_task_done_fn done;
+
+        /* The SCSI layer's, while the command runs. */
+        const struct scsi_opcode_entry *entry;
+        uint64_t lba, nblocks;           /* decoded by the handler, for its later steps */
+        uint32_t op_flags;               /* the handler's own bits, likewise */
+        bool in_execute;                 /* inside scsi_task_execute */
+        bool finished;                   /* completed before execute returned */
+        enum scsi_reason pending_result; /* ... with this */
+        struct tdm_range range;          /* the LBAs the command holds */
+        struct tdm_mio mio;              /* its medium request */
+        struct net_work work;            /* a handler that may block runs on the pool */
+        enum scsi_reason (*blocking)(struct scsi_task *task);
+        void (*after_io)(struct scsi_task *task, int rc);
 };
 
 /* Flags of an opcode table entry. */
@@ -272,17 +270,12 @@ extern const size_t scsi_opcode_table_len;
 const struct scsi_opcode_entry *scsi_opcode_lookup(const uint8_t *cdb);
 
 /*
- * Execute a task synchronously: checks the CDB against the table, handles unit
- * attentions, runs the handler and fills status/sense/data_in. Always completes.
+ * Executes a task: checks the CDB against the table, handles unit attentions, runs the
+ * handler and fills status/sense/data_in. Returns with the result, or with async set when
+ * the command waits for the medium: task->done(task) then runs later on the caller's loop.
+ * On a thread that runs no loop every command completes before this returns.
  */
 void scsi_task_execute(struct scsi_task *task);
-
-/*
- * The replicator holds a task until every peer acknowledged its changes (any thread);
- * release with 0 or the negative errno the peer reported.
- */
-void scsi_task_repl_hold(struct scsi_task *task);
-void scsi_task_repl_release(struct scsi_task *task, int error);
 
 /* Free task-owned buffers (data_in when owned). Does not free the task itself. */
 void scsi_task_release(struct scsi_task *task);
@@ -295,40 +288,30 @@ const char *scsi_reason_name(enum scsi_reason reason);
 /* How many bytes of write data a CDB expects (0 if none or CDB unknown). */
 uint32_t scsi_cdb_data_out_len(const uint8_t *cdb, const struct scsi_lun *lun);
 
-/* LUN and target lifetime. */
-struct scsi_lun *scsi_lun_create(uint64_t id, struct bs_dev *bs, uint32_t block_size);
+/*
+ * LUN and target lifetime. The LUN takes the medium (destroyed with the LUN); name (the
+ * backing store's path) seeds the default identity.
+ */
+struct scsi_lun *scsi_lun_create(uint64_t id, struct tdm_medium *medium, uint32_t block_size,
+                                 const char *name);
 void scsi_lun_get(struct scsi_lun *lun);
 void scsi_lun_put(struct scsi_lun *lun);
 void scsi_lun_raise_ua(struct scsi_lun *lun, enum scsi_ua_kind kind, uint64_t origin_nexus);
 
 /*
- * ALUA (daemon/scsi/alua.c). Every LUN has this node's target port group, tpg_id, with one
- * target port, rel_port_id: active/optimized, or standby while lun->standby is set. A
- * replicated LUN has a second group, the peer node's, with one port; the replicator keeps
- * its state current. Every change of either group's state raises ASYMMETRIC ACCESS STATE
- * CHANGED on every I_T nexus of the LUN, once per change.
- *
- * scsi_lun_alua_attach_peer: before the LUN serves commands. This node's group and port
- * become local_id, the peer's group and port peer_id (the replicator uses node ids);
- * refresh may be NULL. Nothing is raised for the initial states.
+ * ALUA (daemon/scsi/alua.c): the target port groups come from the medium's access state
+ * (include/tandem/medium.h): this node's group, and for a replicated LUN the peer's. The
+ * LUN listens to the medium: every change of either group's state raises ASYMMETRIC ACCESS
+ * STATE CHANGED on every I_T nexus of the LUN, once per change.
  */
-void scsi_lun_alua_attach_peer(struct scsi_lun *lun, uint16_t local_id, uint16_t peer_id,
-                               enum scsi_alua_state peer_state, scsi_alua_refresh_fn refresh);
-/* No more refresh calls return after this (the replicator is going away). */
-void scsi_lun_alua_detach_peer(struct scsi_lun *lun);
-/*
- * Publishes the peer group's state as this node knows it now, and this node's (from
- * lun->standby): a change of either raises the attention. Any thread; takes no lock and
- * never calls refresh. Commands notice a change of lun->standby by themselves (on the next
- * command), so after a role change this only makes the attention immediate.
- */
-void scsi_lun_alua_set_peer_state(struct scsi_lun *lun, enum scsi_alua_state state);
 /*
  * Gives the LUN a journal file for WRITE ATOMIC (created if missing; records a crash left
- * behind are written to the medium first). Without one a LUN guarantees atomicity of a
- * single logical block only. Call before the LUN serves commands; 0 or -errno.
+ * behind are written to replay_to first: this node's medium, under any replication).
+ * Without one a LUN guarantees atomicity of a single logical block only. Call before the
+ * LUN serves commands; 0 or -errno.
  */
-int scsi_lun_attach_atomic_journal(struct scsi_lun *lun, const char *path);
+int scsi_lun_attach_atomic_journal(struct scsi_lun *lun, const char *path,
+                                   struct tdm_medium *replay_to);
 /*
  * Physical block size the LUN reports (512e: 512-byte logical blocks on 4096-byte physical
  * ones). A power-of-two multiple of block_size, at most 65536; 0 means block_size. Call

@@ -286,10 +286,10 @@ static void check_reply(const struct iscsi_login *l, struct expect *ex, const ui
                         const struct iscsi_pdu_reply *rep)
 {
         const uint8_t *h = rep->bhs;
-        uint16_t status = iscsi_get16(h + 36);
+        uint16_t status = get_be16(h + 36);
         bool t = (h[1] & 0x80) != 0, c = (h[1] & 0x40) != 0;
         FUZZ_ASSERT(h[0] == ISCSI_OP_LOGIN_RSP, "opcode 0x%02x", h[0]);
-        FUZZ_ASSERT(iscsi_get32(h + 16) == iscsi_get32(req + 16), "ITT not echoed");
+        FUZZ_ASSERT(get_be32(h + 16) == get_be32(req + 16), "ITT not echoed");
         FUZZ_ASSERT(memcmp(h + 8, req + 8, 6) == 0, "ISID not echoed");
         FUZZ_ASSERT(h[2] == 0 && h[3] == 0, "version %u/%u", h[2], h[3]);
         FUZZ_ASSERT(rep->data_len <= LOGIN_TEXT_PDU_MAX, "data_len %u", rep->data_len);
@@ -311,17 +311,17 @@ static void check_reply(const struct iscsi_login *l, struct expect *ex, const ui
         if (!ex->have_first) {
                 ex->have_first = true;
                 memcpy(ex->isid, req + 8, 6);
-                ex->cmdsn = iscsi_get32(req + 24);
-                ex->stat_sn = iscsi_get32(req + 28);
+                ex->cmdsn = get_be32(req + 24);
+                ex->stat_sn = get_be32(req + 28);
         }
-        FUZZ_ASSERT(iscsi_get32(h + 24) == ex->stat_sn, "StatSN %u, want %u", iscsi_get32(h + 24),
+        FUZZ_ASSERT(get_be32(h + 24) == ex->stat_sn, "StatSN %u, want %u", get_be32(h + 24),
                     ex->stat_sn);
         ex->stat_sn++;
-        FUZZ_ASSERT(iscsi_get32(h + 28) == ex->cmdsn, "ExpCmdSN %u, want %u", iscsi_get32(h + 28),
+        FUZZ_ASSERT(get_be32(h + 28) == ex->cmdsn, "ExpCmdSN %u, want %u", get_be32(h + 28),
                     ex->cmdsn);
-        uint32_t window = iscsi_get32(h + 32) - ex->cmdsn + 1;
+        uint32_t window = get_be32(h + 32) - ex->cmdsn + 1;
         FUZZ_ASSERT(window >= 1 && window <= (limits.queue_depth ? limits.queue_depth : 128),
-                    "MaxCmdSN %u for ExpCmdSN %u", iscsi_get32(h + 32), ex->cmdsn);
+                    "MaxCmdSN %u for ExpCmdSN %u", get_be32(h + 32), ex->cmdsn);
         if (t) {
                 FUZZ_ASSERT(req[1] & 0x80, "T=1 answer to a request without T");
                 /* A target may stop short of the stage asked for, never go beyond it. */
@@ -336,8 +336,8 @@ static void check_reply(const struct iscsi_login *l, struct expect *ex, const ui
         }
         if (l->complete) {
                 FUZZ_ASSERT(t && (h[1] & 3) == 3, "complete without T=1 NSG=3");
-                FUZZ_ASSERT(iscsi_get16(h + 14) != 0 && iscsi_get16(h + 14) == l->tsih,
-                            "TSIH %u (login has %u)", iscsi_get16(h + 14), l->tsih);
+                FUZZ_ASSERT(get_be16(h + 14) != 0 && get_be16(h + 14) == l->tsih,
+                            "TSIH %u (login has %u)", get_be16(h + 14), l->tsih);
                 FUZZ_ASSERT(l->type != ISCSI_SESSION_NONE, "complete without a session type");
                 FUZZ_ASSERT(l->type == ISCSI_SESSION_DISCOVERY || l->target == &tgt,
                             "normal session without its target");
@@ -345,8 +345,8 @@ static void check_reply(const struct iscsi_login *l, struct expect *ex, const ui
                             "complete without the CHAP it requires");
                 check_params(&l->params, l->type);
         } else {
-                FUZZ_ASSERT(iscsi_get16(h + 14) == 0, "TSIH %u before the final response",
-                            iscsi_get16(h + 14));
+                FUZZ_ASSERT(get_be16(h + 14) == 0, "TSIH %u before the final response",
+                            get_be16(h + 14));
         }
 }
 
@@ -381,7 +381,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 if (fuzz_verbose())
                         fprintf(stderr,
                                 "login: flags 0x%02x -> flags 0x%02x status %04x text %u%s\n",
-                                bhs[1], rep.bhs[1], iscsi_get16(rep.bhs + 36), rep.data_len,
+                                bhs[1], rep.bhs[1], get_be16(rep.bhs + 36), rep.data_len,
                                 l.complete ? " complete" : "");
                 check_reply(&l, &ex, bhs, &rep);
                 chap_note_reply(&cs, rep.data, rep.data_len);

@@ -169,7 +169,7 @@ static bool takes_stat_sn(const uint8_t *p)
         case ISCSI_OP_REJECT:
                 return true;
         case ISCSI_OP_NOP_IN: /* an answer, not a ping of our own */
-                return iscsi_get32(p + 16) != 0xffffffffu;
+                return get_be32(p + 16) != 0xffffffffu;
         case ISCSI_OP_DATA_IN: /* with the status (S bit) */
                 return (p[1] & 0x01) != 0;
         default:
@@ -181,7 +181,7 @@ static bool takes_stat_sn(const uint8_t *p)
 static void check_sequence(struct out_parser *op, const uint8_t *p, uint32_t dsl)
 {
         uint8_t opcode = iscsi_bhs_opcode(p);
-        uint32_t stat_sn = iscsi_get32(p + 24);
+        uint32_t stat_sn = get_be32(p + 24);
         if (takes_stat_sn(p)) {
                 FUZZ_ASSERT(stat_sn == op->stat_sn, "opcode 0x%02x with StatSN %u, want %u", opcode,
                             stat_sn, op->stat_sn);
@@ -192,7 +192,7 @@ static void check_sequence(struct out_parser *op, const uint8_t *p, uint32_t dsl
         }
         if (opcode != ISCSI_OP_DATA_IN)
                 return;
-        uint32_t itt = iscsi_get32(p + 16), sn = iscsi_get32(p + 36), off = iscsi_get32(p + 40);
+        uint32_t itt = get_be32(p + 16), sn = get_be32(p + 36), off = get_be32(p + 40);
         if (!op->din_open || op->din_itt != itt) {
                 FUZZ_ASSERT(!op->din_open, "Data-In of 0x%x interleaved with 0x%x", itt,
                             op->din_itt);
@@ -266,7 +266,7 @@ static void out_parse(struct out_parser *op, const struct iscsi_conn *c)
                 if (opcode == ISCSI_OP_LOGIN_RSP && (p[1] & 0x83) == 0x83 && p[36] == 0) {
                         FUZZ_ASSERT(c->sess != NULL, "successful final login without a session");
                         op->ffp = true;
-                        op->stat_sn = iscsi_get32(p + 24) + 1;
+                        op->stat_sn = get_be32(p + 24) + 1;
                         op->hd = c->sess->params.header_digest;
                         op->dd = c->sess->params.data_digest;
                         op->max_dsl = c->sess->params.max_xmit_dsl;
@@ -274,7 +274,7 @@ static void out_parse(struct out_parser *op, const struct iscsi_conn *c)
                 if (fuzz_verbose())
                         fprintf(stderr,
                                 "pdu_rx: out opcode 0x%02x flags 0x%02x itt 0x%x dsl %u%s\n",
-                                opcode, p[1], iscsi_get32(p + 16), dsl,
+                                opcode, p[1], get_be32(p + 16), dsl,
                                 opcode == ISCSI_OP_REJECT ? " (reject)" : "");
                 op->pdus++;
                 off += total;
@@ -438,9 +438,9 @@ static size_t canned_login(uint8_t flags, uint8_t *buf, size_t cap)
         iscsi_bhs_set_dsl(buf, (uint32_t)n);
         static const uint8_t isid[6] = {0x80, 0x5c, 0xc3, 0x2f, 0, 0};
         memcpy(buf + 8, isid, 6);
-        iscsi_put32(buf + 16, 1);  /* ITT */
-        iscsi_put32(buf + 24, 1);  /* CmdSN */
-        iscsi_put32(buf + 28, 77); /* ExpStatSN */
+        put_be32(buf + 16, 1);  /* ITT */
+        put_be32(buf + 24, 1);  /* CmdSN */
+        put_be32(buf + 28, 77); /* ExpStatSN */
         memcpy(buf + ISCSI_BHS_LEN, text, n);
         return total;
 }

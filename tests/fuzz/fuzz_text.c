@@ -195,10 +195,10 @@ static void check_text_reply(const struct iscsi_text_env *env, struct exchange *
 {
         const uint8_t *h = rep->bhs;
         bool f = (h[1] & 0x80) != 0, c = (h[1] & 0x40) != 0;
-        uint32_t ttt = iscsi_get32(h + 20);
+        uint32_t ttt = get_be32(h + 20);
         uint32_t max = env->max_xmit_dsl ? env->max_xmit_dsl : 8192;
         FUZZ_ASSERT(h[0] == ISCSI_OP_TEXT_RSP, "opcode 0x%02x", h[0]);
-        FUZZ_ASSERT(iscsi_get32(h + 16) == iscsi_get32(req + 16), "ITT not echoed");
+        FUZZ_ASSERT(get_be32(h + 16) == get_be32(req + 16), "ITT not echoed");
         FUZZ_ASSERT(memcmp(h + 8, req + 8, 8) == 0, "LUN not echoed");
         FUZZ_ASSERT(rep->data_len <= max, "data_len %u above MaxRecvDataSegmentLength %u",
                     rep->data_len, max);
@@ -208,8 +208,8 @@ static void check_text_reply(const struct iscsi_text_env *env, struct exchange *
         FUZZ_ASSERT(f == (ttt == TTT_NONE), "F=%d with TTT 0x%x", f, ttt);
         FUZZ_ASSERT(ttt != 0, "TTT 0");
         FUZZ_ASSERT(!rep->close_after, "text reply closes the connection");
-        FUZZ_ASSERT(iscsi_get32(h + 24) == env->stat_sn && iscsi_get32(h + 28) == env->exp_cmdsn &&
-                        iscsi_get32(h + 32) == env->max_cmdsn,
+        FUZZ_ASSERT(get_be32(h + 24) == env->stat_sn && get_be32(h + 28) == env->exp_cmdsn &&
+                        get_be32(h + 32) == env->max_cmdsn,
                     "sequence numbers not from env");
         ex->last_ttt = ttt;
         fuzz_text_acc_add(&ex->text, rep->data, rep->data_len);
@@ -246,10 +246,10 @@ static void exchange(uint8_t mode, struct fuzz_in *in)
         while (fuzz_next_pdu(in, &bhs, &data, &len)) {
                 uint8_t req[ISCSI_BHS_LEN];
                 memcpy(req, bhs, sizeof(req));
-                if (iscsi_get32(req + 20) == TTT_FOLLOW)
-                        iscsi_put32(req + 20, ex.last_ttt);
+                if (get_be32(req + 20) == TTT_FOLLOW)
+                        put_be32(req + 20, ex.last_ttt);
                 bool starts_exchange =
-                    iscsi_bhs_opcode(req) == ISCSI_OP_TEXT_REQ && iscsi_get32(req + 20) == TTT_NONE;
+                    iscsi_bhs_opcode(req) == ISCSI_OP_TEXT_REQ && get_be32(req + 20) == TTT_NONE;
                 struct iscsi_pdu_reply rep;
                 int rc = iscsi_text_handle(&ts, &env, req, data, len, &rep);
                 /* An accepted request without a TTT starts a new exchange and the old answer is
@@ -266,8 +266,8 @@ static void exchange(uint8_t mode, struct fuzz_in *in)
                         fprintf(
                             stderr,
                             "text: flags 0x%02x ttt 0x%x -> rc %d flags 0x%02x ttt 0x%x len %u\n",
-                            req[1], iscsi_get32(req + 20), rc, rep.bhs[1],
-                            iscsi_get32(rep.bhs + 20), rep.data_len);
+                            req[1], get_be32(req + 20), rc, rep.bhs[1], get_be32(rep.bhs + 20),
+                            rep.data_len);
                 /* After an error (answered with a Reject) an open exchange goes on. */
                 if (rc == 0)
                         check_text_reply(&env, &ex, req, &rep);

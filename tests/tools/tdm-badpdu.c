@@ -82,14 +82,6 @@ static void lun_encode(uint8_t *p, uint64_t lun)
         }
 }
 
-static void put_le32(uint8_t *p, uint32_t v)
-{
-        p[0] = (uint8_t)v;
-        p[1] = (uint8_t)(v >> 8);
-        p[2] = (uint8_t)(v >> 16);
-        p[3] = (uint8_t)(v >> 24);
-}
-
 /* ------------------------------------------------------------------------------------------ */
 /* Connection and PDU framing */
 
@@ -364,7 +356,7 @@ static void note_statsn(struct conn *cn, const struct pdu *p)
         if (op == ISCSI_OP_SCSI_RSP || op == ISCSI_OP_NOP_IN || op == ISCSI_OP_LOGOUT_RSP ||
             op == ISCSI_OP_TEXT_RSP || op == ISCSI_OP_REJECT || op == ISCSI_OP_TMF_RSP ||
             (op == ISCSI_OP_DATA_IN && (p->bhs[1] & 0x01)))
-                cn->exp_statsn = iscsi_get32(p->bhs + 24) + 1;
+                cn->exp_statsn = get_be32(p->bhs + 24) + 1;
 }
 
 /* Answer a target NOP-In ping (TTT != 0xffffffff), so long waits do not look dead. */
@@ -374,10 +366,10 @@ static void answer_ping(struct conn *cn, const struct pdu *p)
         bhs[0] = 0x40 | ISCSI_OP_NOP_OUT;
         bhs[1] = 0x80;
         memcpy(bhs + 8, p->bhs + 8, 8);
-        iscsi_put32(bhs + 16, 0xffffffffu);
+        put_be32(bhs + 16, 0xffffffffu);
         memcpy(bhs + 20, p->bhs + 20, 4);
-        iscsi_put32(bhs + 24, cn->cmdsn);
-        iscsi_put32(bhs + 28, cn->exp_statsn);
+        put_be32(bhs + 24, cn->cmdsn);
+        put_be32(bhs + 28, cn->exp_statsn);
         pdu_send(cn, bhs, NULL, 0);
 }
 
@@ -394,7 +386,7 @@ static int pdu_recv(struct conn *cn, struct pdu *out)
                         return rc;
                 note_statsn(cn, out);
                 uint8_t op = iscsi_bhs_opcode(out->bhs);
-                if (op == ISCSI_OP_NOP_IN && iscsi_get32(out->bhs + 20) != 0xffffffffu) {
+                if (op == ISCSI_OP_NOP_IN && get_be32(out->bhs + 20) != 0xffffffffu) {
                         answer_ping(cn, out);
                 } else if (op != ISCSI_OP_ASYNC) {
                         return 0;
@@ -464,10 +456,10 @@ static int login_send(struct conn *cn, int csg, int nsg, bool transit, const str
         bhs[0] = 0x40 | ISCSI_OP_LOGIN_REQ;
         bhs[1] = (uint8_t)((transit ? 0x80 : 0) | (csg << 2) | (transit ? nsg : 0));
         memcpy(bhs + 8, cn->isid, 6);
-        iscsi_put16(bhs + 14, cn->tsih);
-        iscsi_put32(bhs + 16, cn->itt);
-        iscsi_put32(bhs + 24, cn->cmdsn);
-        iscsi_put32(bhs + 28, cn->exp_statsn);
+        put_be16(bhs + 14, cn->tsih);
+        put_be32(bhs + 16, cn->itt);
+        put_be32(bhs + 24, cn->cmdsn);
+        put_be32(bhs + 28, cn->exp_statsn);
         return pdu_send(cn, bhs, t ? t->buf : NULL, t ? t->len : 0);
 }
 
@@ -494,10 +486,10 @@ static void login_recv(struct conn *cn, struct login_result *lr)
         lr->status_detail = lr->rsp.bhs[37];
         lr->transit = (lr->rsp.bhs[1] & 0x80) != 0;
         lr->nsg = lr->rsp.bhs[1] & 0x03;
-        cn->tsih = iscsi_get16(lr->rsp.bhs + 14);
-        cn->exp_statsn = iscsi_get32(lr->rsp.bhs + 24) + 1;
+        cn->tsih = get_be16(lr->rsp.bhs + 14);
+        cn->exp_statsn = get_be32(lr->rsp.bhs + 24) + 1;
         if (lr->status_class == 0)
-                cn->cmdsn = iscsi_get32(lr->rsp.bhs + 28);
+                cn->cmdsn = get_be32(lr->rsp.bhs + 28);
 }
 
 static void apply_operational(struct conn *cn, const struct pdu *rsp)
@@ -624,9 +616,9 @@ static int logout(struct conn *cn)
 
         bhs[0] = 0x40 | ISCSI_OP_LOGOUT_REQ;
         bhs[1] = 0x80; /* close the session */
-        iscsi_put32(bhs + 16, ++cn->itt);
-        iscsi_put32(bhs + 24, cn->cmdsn);
-        iscsi_put32(bhs + 28, cn->exp_statsn);
+        put_be32(bhs + 16, ++cn->itt);
+        put_be32(bhs + 24, cn->cmdsn);
+        put_be32(bhs + 28, cn->exp_statsn);
         rc = pdu_send(cn, bhs, NULL, 0);
         if (rc == 0)
                 rc = pdu_recv(cn, &p);
@@ -673,10 +665,10 @@ static void build_scsi_cmd(struct conn *cn, const struct ctx *c, uint8_t *bhs, c
         bhs[0] = ISCSI_OP_SCSI_CMD;
         bhs[1] = (uint8_t)(0x80 | (read ? 0x40 : 0) | (write ? 0x20 : 0) | 0x01);
         lun_encode(bhs + 8, c->lun);
-        iscsi_put32(bhs + 16, ++cn->itt);
-        iscsi_put32(bhs + 20, edtl);
-        iscsi_put32(bhs + 24, cn->cmdsn++);
-        iscsi_put32(bhs + 28, cn->exp_statsn);
+        put_be32(bhs + 16, ++cn->itt);
+        put_be32(bhs + 20, edtl);
+        put_be32(bhs + 24, cn->cmdsn++);
+        put_be32(bhs + 28, cn->exp_statsn);
         memcpy(bhs + 32, cdb, cdblen < 16 ? cdblen : 16);
 }
 
@@ -700,7 +692,7 @@ static void scsi_wait(struct conn *cn, uint32_t itt, struct scsi_result *r)
                         continue;
                 }
                 if (op == ISCSI_OP_DATA_IN) {
-                        uint32_t off = iscsi_get32(p.bhs + 40);
+                        uint32_t off = get_be32(p.bhs + 40);
                         for (uint32_t i = 0; i < p.dlen && off + i < sizeof(r->data); i++)
                                 r->data[off + i] = p.data[i];
                         if (off + p.dlen > r->data_len)
@@ -715,7 +707,7 @@ static void scsi_wait(struct conn *cn, uint32_t itt, struct scsi_result *r)
                 if (op == ISCSI_OP_SCSI_RSP) {
                         r->status = p.bhs[3];
                         if (p.dlen >= 2) {
-                                uint32_t slen = iscsi_get16(p.data);
+                                uint32_t slen = get_be16(p.data);
                                 if (slen > p.dlen - 2)
                                         slen = p.dlen - 2;
                                 parse_sense(p.data + 2, slen, r);
@@ -769,17 +761,17 @@ static bool nop_ok(struct conn *cn)
         struct pdu p;
         bhs[0] = 0x40 | ISCSI_OP_NOP_OUT;
         bhs[1] = 0x80;
-        iscsi_put32(bhs + 16, ++cn->itt);
-        iscsi_put32(bhs + 20, 0xffffffffu);
-        iscsi_put32(bhs + 24, cn->cmdsn);
-        iscsi_put32(bhs + 28, cn->exp_statsn);
+        put_be32(bhs + 16, ++cn->itt);
+        put_be32(bhs + 20, 0xffffffffu);
+        put_be32(bhs + 24, cn->cmdsn);
+        put_be32(bhs + 28, cn->exp_statsn);
         if (pdu_send(cn, bhs, NULL, 0) != 0)
                 return false;
         for (;;) {
                 if (pdu_recv(cn, &p) != 0)
                         return false;
                 bool match = iscsi_bhs_opcode(p.bhs) == ISCSI_OP_NOP_IN &&
-                             iscsi_bhs_itt(p.bhs) == iscsi_get32(bhs + 16);
+                             iscsi_bhs_itt(p.bhs) == get_be32(bhs + 16);
                 pdu_free(&p);
                 if (match)
                         return true;
@@ -832,9 +824,9 @@ static int case_unknown_opcode(struct ctx *c, char *detail)
                 return 0;
         bhs[0] = 0x0f; /* reserved: not an initiator opcode */
         bhs[1] = 0x80;
-        iscsi_put32(bhs + 16, ++cn.itt);
-        iscsi_put32(bhs + 24, cn.cmdsn);
-        iscsi_put32(bhs + 28, cn.exp_statsn);
+        put_be32(bhs + 16, ++cn.itt);
+        put_be32(bhs + 24, cn.cmdsn);
+        put_be32(bhs + 28, cn.exp_statsn);
         pdu_send(&cn, bhs, NULL, 0);
         int rc = pdu_recv(&cn, &p);
         int res;
@@ -873,10 +865,10 @@ static int case_dsl_too_big(struct ctx *c, char *detail)
                 return 0;
         bhs[0] = 0x40 | ISCSI_OP_NOP_OUT;
         bhs[1] = 0x80;
-        iscsi_put32(bhs + 16, ++cn.itt);
-        iscsi_put32(bhs + 20, 0xffffffffu);
-        iscsi_put32(bhs + 24, cn.cmdsn);
-        iscsi_put32(bhs + 28, cn.exp_statsn);
+        put_be32(bhs + 16, ++cn.itt);
+        put_be32(bhs + 20, 0xffffffffu);
+        put_be32(bhs + 24, cn.cmdsn);
+        put_be32(bhs + 28, cn.exp_statsn);
         pdu_send(&cn, bhs, data, len);
         free(data);
         struct pdu p;
@@ -956,10 +948,10 @@ static int case_header_digest(struct ctx *c, char *detail)
         }
         bhs[0] = 0x40 | ISCSI_OP_NOP_OUT;
         bhs[1] = 0x80;
-        iscsi_put32(bhs + 16, ++cn.itt);
-        iscsi_put32(bhs + 20, 0xffffffffu);
-        iscsi_put32(bhs + 24, cn.cmdsn);
-        iscsi_put32(bhs + 28, cn.exp_statsn);
+        put_be32(bhs + 16, ++cn.itt);
+        put_be32(bhs + 20, 0xffffffffu);
+        put_be32(bhs + 24, cn.cmdsn);
+        put_be32(bhs + 28, cn.exp_statsn);
         pdu_send_raw(&cn, bhs, NULL, 0, NULL, 0, CORRUPT_HEADER_DIGEST);
         bool closed = wait_closed(&cn, IO_TIMEOUT_MS, seen, sizeof(seen));
         DETAIL("%s%s%s", closed ? "connection closed" : "connection kept open",
@@ -979,18 +971,18 @@ static int case_dataout_unknown_itt(struct ctx *c, char *detail)
         bhs[0] = ISCSI_OP_DATA_OUT;
         bhs[1] = 0x80;
         lun_encode(bhs + 8, c->lun);
-        iscsi_put32(bhs + 16, 0x7eadbeef);
-        iscsi_put32(bhs + 20, 0xffffffffu);
-        iscsi_put32(bhs + 28, cn.exp_statsn);
+        put_be32(bhs + 16, 0x7eadbeef);
+        put_be32(bhs + 20, 0xffffffffu);
+        put_be32(bhs + 28, cn.exp_statsn);
         pdu_send(&cn, bhs, data, sizeof(data));
         /* A Reject, a silent discard (the session goes on) or a close are all acceptable. */
         uint8_t nop[ISCSI_BHS_LEN] = {0};
         nop[0] = 0x40 | ISCSI_OP_NOP_OUT;
         nop[1] = 0x80;
-        iscsi_put32(nop + 16, ++cn.itt);
-        iscsi_put32(nop + 20, 0xffffffffu);
-        iscsi_put32(nop + 24, cn.cmdsn);
-        iscsi_put32(nop + 28, cn.exp_statsn);
+        put_be32(nop + 16, ++cn.itt);
+        put_be32(nop + 20, 0xffffffffu);
+        put_be32(nop + 24, cn.cmdsn);
+        put_be32(nop + 28, cn.exp_statsn);
         pdu_send(&cn, nop, NULL, 0);
         int res = 0, rc;
         bool rejected = false;
@@ -1063,8 +1055,8 @@ static int read_capacity(struct conn *cn, struct ctx *c, char *detail)
                 DETAIL("READ CAPACITY(16) failed: rc=%d status=0x%02x", r.rc, r.status);
                 return -EIO;
         }
-        c->num_blocks = iscsi_get64(r.data) + 1;
-        c->block_size = iscsi_get32(r.data + 8);
+        c->num_blocks = get_be64(r.data) + 1;
+        c->block_size = get_be32(r.data + 8);
         return 0;
 }
 
@@ -1079,8 +1071,8 @@ static int case_read_beyond_end(struct ctx *c, char *detail)
                 conn_close(&cn);
                 return 0;
         }
-        iscsi_put64(cdb + 2, c->num_blocks);
-        iscsi_put32(cdb + 10, 1);
+        put_be64(cdb + 2, c->num_blocks);
+        put_be32(cdb + 10, 1);
         scsi_exec(&cn, c, cdb, sizeof(cdb), c->block_size, &r);
         conn_close(&cn);
         return expect_sense(&r, 0x5, 0x21, 0x00, detail);
@@ -1277,8 +1269,8 @@ static int case_drop_mid_command(struct ctx *c, char *detail)
         if (block_size_known(c, detail) != 0 || session(c, &cn, false, detail) != 0)
                 return 0;
         uint32_t blocks = 65536 / c->block_size;
-        iscsi_put32(cdb + 2, 1024);
-        iscsi_put16(cdb + 7, (uint16_t)blocks);
+        put_be32(cdb + 2, 1024);
+        put_be16(cdb + 7, (uint16_t)blocks);
         build_scsi_cmd(&cn, c, bhs, cdb, sizeof(cdb), false, true, blocks * c->block_size);
         uint32_t imm = 0;
         if (cn.immediate_data) {
@@ -1309,8 +1301,8 @@ static int case_drop_mid_r2t(struct ctx *c, char *detail)
         if (block_size_known(c, detail) != 0 || session(c, &cn, false, detail) != 0)
                 return 0;
         uint32_t blocks = 131072 / c->block_size;
-        iscsi_put32(cdb + 2, 2048);
-        iscsi_put16(cdb + 7, (uint16_t)blocks);
+        put_be32(cdb + 2, 2048);
+        put_be16(cdb + 7, (uint16_t)blocks);
         build_scsi_cmd(&cn, c, bhs, cdb, sizeof(cdb), false, true, blocks * c->block_size);
         pdu_send(&cn, bhs, NULL, 0);
         int rc = pdu_recv(&cn, &p);
@@ -1321,8 +1313,8 @@ static int case_drop_mid_r2t(struct ctx *c, char *detail)
                 conn_close(&cn);
                 return 0;
         }
-        uint32_t ttt = iscsi_get32(p.bhs + 20), off = iscsi_get32(p.bhs + 40),
-                 want = iscsi_get32(p.bhs + 44);
+        uint32_t ttt = get_be32(p.bhs + 20), off = get_be32(p.bhs + 40),
+                 want = get_be32(p.bhs + 44);
         pdu_free(&p);
         uint32_t len = want / 2;
         if (len > cn.target_max_recv_dsl)
@@ -1332,9 +1324,9 @@ static int case_drop_mid_r2t(struct ctx *c, char *detail)
         d[0] = ISCSI_OP_DATA_OUT;
         lun_encode(d + 8, c->lun);
         memcpy(d + 16, bhs + 16, 4);
-        iscsi_put32(d + 20, ttt);
-        iscsi_put32(d + 28, cn.exp_statsn);
-        iscsi_put32(d + 40, off);
+        put_be32(d + 20, ttt);
+        put_be32(d + 28, cn.exp_statsn);
+        put_be32(d + 40, off);
         if (data)
                 pdu_send(&cn, d, data, len);
         free(data);
@@ -1418,11 +1410,11 @@ static int send_data_out(struct conn *cn, const struct ctx *c, uint32_t itt, uin
                 d[0] = ISCSI_OP_DATA_OUT;
                 d[1] = (final && n == len) ? 0x80 : 0;
                 lun_encode(d + 8, c->lun);
-                iscsi_put32(d + 16, itt);
-                iscsi_put32(d + 20, ttt);
-                iscsi_put32(d + 28, cn->exp_statsn);
-                iscsi_put32(d + 36, (*datasn)++);
-                iscsi_put32(d + 40, off);
+                put_be32(d + 16, itt);
+                put_be32(d + 20, ttt);
+                put_be32(d + 28, cn->exp_statsn);
+                put_be32(d + 36, (*datasn)++);
+                put_be32(d + 40, off);
                 int rc = pdu_send(cn, d, buf + off, n);
                 if (rc != 0)
                         return rc;
@@ -1436,8 +1428,8 @@ static int send_data_out(struct conn *cn, const struct ctx *c, uint32_t itt, uin
 static int answer_r2t(struct conn *cn, const struct ctx *c, const struct pdu *r2t,
                       const uint8_t *buf, uint32_t len, bool out_of_order)
 {
-        uint32_t itt = iscsi_bhs_itt(r2t->bhs), ttt = iscsi_get32(r2t->bhs + 20);
-        uint32_t off = iscsi_get32(r2t->bhs + 40), want = iscsi_get32(r2t->bhs + 44);
+        uint32_t itt = iscsi_bhs_itt(r2t->bhs), ttt = get_be32(r2t->bhs + 20);
+        uint32_t off = get_be32(r2t->bhs + 40), want = get_be32(r2t->bhs + 44);
         uint32_t datasn = 0;
         if (off > len || want > len - off)
                 return -EPROTO;
@@ -1460,11 +1452,11 @@ static void write_run(struct conn *cn, const struct ctx *c, uint32_t lba, const 
 {
         uint8_t bhs[ISCSI_BHS_LEN], cdb[10] = {0x2a};
         memset(r, 0, sizeof(*r));
-        iscsi_put32(cdb + 2, lba);
-        iscsi_put16(cdb + 7, (uint16_t)(len / c->block_size));
+        put_be32(cdb + 2, lba);
+        put_be16(cdb + 7, (uint16_t)(len / c->block_size));
         build_scsi_cmd(cn, c, bhs, cdb, sizeof(cdb), false, true, len);
         if (itt_out && *itt_out)
-                iscsi_put32(bhs + 16, *itt_out);
+                put_be32(bhs + 16, *itt_out);
         uint32_t itt = iscsi_bhs_itt(bhs);
         if (itt_out)
                 *itt_out = itt;
@@ -1495,7 +1487,7 @@ static void write_run(struct conn *cn, const struct ctx *c, uint32_t lba, const 
                 } else if (op == ISCSI_OP_SCSI_RSP) {
                         r->status = p.bhs[3];
                         if (p.dlen >= 2) {
-                                uint32_t slen = min_u32(iscsi_get16(p.data), p.dlen - 2);
+                                uint32_t slen = min_u32(get_be16(p.data), p.dlen - 2);
                                 parse_sense(p.data + 2, slen, r);
                         }
                         pdu_free(&p);
@@ -1513,8 +1505,8 @@ static void read_run(struct conn *cn, const struct ctx *c, uint32_t lba, uint8_t
         uint32_t expect_datasn = 0;
         memset(r, 0, sizeof(*r));
         *pdus = 0;
-        iscsi_put32(cdb + 2, lba);
-        iscsi_put16(cdb + 7, (uint16_t)(len / c->block_size));
+        put_be32(cdb + 2, lba);
+        put_be16(cdb + 7, (uint16_t)(len / c->block_size));
         build_scsi_cmd(cn, c, bhs, cdb, sizeof(cdb), true, false, len);
         uint32_t itt = iscsi_bhs_itt(bhs);
         r->rc = pdu_send(cn, bhs, NULL, 0);
@@ -1531,8 +1523,8 @@ static void read_run(struct conn *cn, const struct ctx *c, uint32_t lba, uint8_t
                 } else if (iscsi_bhs_itt(p.bhs) != itt) {
                         /* not ours */
                 } else if (op == ISCSI_OP_DATA_IN) {
-                        uint32_t off = iscsi_get32(p.bhs + 40);
-                        if (iscsi_get32(p.bhs + 36) != expect_datasn++ || off > len ||
+                        uint32_t off = get_be32(p.bhs + 40);
+                        if (get_be32(p.bhs + 36) != expect_datasn++ || off > len ||
                             p.dlen > len - off) {
                                 r->rc = -EPROTO;
                         } else {
@@ -1546,8 +1538,7 @@ static void read_run(struct conn *cn, const struct ctx *c, uint32_t lba, uint8_t
                 } else if (op == ISCSI_OP_SCSI_RSP) {
                         r->status = p.bhs[3];
                         if (p.dlen >= 2)
-                                parse_sense(p.data + 2, min_u32(iscsi_get16(p.data), p.dlen - 2),
-                                            r);
+                                parse_sense(p.data + 2, min_u32(get_be16(p.data), p.dlen - 2), r);
                         done = true;
                 }
                 pdu_free(&p);
@@ -1840,7 +1831,7 @@ static int case_cmdsn_out_of_window(struct ctx *c, char *detail)
         for (int i = 0; i < 2; i++) {
                 build_scsi_cmd(&cn, c, bhs, cdb_tur, sizeof(cdb_tur), false, false, 0);
                 cn.cmdsn--; /* build_scsi_cmd took one; these do not count */
-                iscsi_put32(bhs + 24, cn.cmdsn + offsets[i]);
+                put_be32(bhs + 24, cn.cmdsn + offsets[i]);
                 ignored[i] = iscsi_bhs_itt(bhs);
                 pdu_send(&cn, bhs, NULL, 0);
         }
@@ -1869,7 +1860,7 @@ static int case_cmdsn_out_of_window(struct ctx *c, char *detail)
                 if (op == ISCSI_OP_SCSI_RSP && itt == good_itt) {
                         answered_good = true;
                         good_status = p.bhs[3];
-                        exp_cmdsn = iscsi_get32(p.bhs + 28);
+                        exp_cmdsn = get_be32(p.bhs + 28);
                         pdu_free(&p);
                         break;
                 }
@@ -1896,10 +1887,10 @@ static int case_nop_ping_data(struct ctx *c, char *detail)
         fill_random(data, sizeof(data));
         bhs[0] = 0x40 | ISCSI_OP_NOP_OUT;
         bhs[1] = 0x80;
-        iscsi_put32(bhs + 16, ++cn.itt);
-        iscsi_put32(bhs + 20, 0xffffffffu);
-        iscsi_put32(bhs + 24, cn.cmdsn);
-        iscsi_put32(bhs + 28, cn.exp_statsn);
+        put_be32(bhs + 16, ++cn.itt);
+        put_be32(bhs + 20, 0xffffffffu);
+        put_be32(bhs + 24, cn.cmdsn);
+        put_be32(bhs + 28, cn.exp_statsn);
         pdu_send(&cn, bhs, data, sizeof(data));
         struct pdu p;
         int rc = pdu_recv(&cn, &p);
@@ -1909,7 +1900,7 @@ static int case_nop_ping_data(struct ctx *c, char *detail)
         } else {
                 bool nop_in = iscsi_bhs_opcode(p.bhs) == ISCSI_OP_NOP_IN;
                 bool itt = iscsi_bhs_itt(p.bhs) == cn.itt;
-                bool ttt = iscsi_get32(p.bhs + 20) == 0xffffffffu;
+                bool ttt = get_be32(p.bhs + 20) == 0xffffffffu;
                 bool same = p.dlen == sizeof(data) && memcmp(p.data, data, sizeof(data)) == 0;
                 DETAIL("pdu 0x%02x, ITT %s, TTT %s, %u data bytes %s", iscsi_bhs_opcode(p.bhs),
                        itt ? "echoed" : "wrong", ttt ? "0xffffffff" : "wrong", p.dlen,
@@ -1940,10 +1931,10 @@ static int case_logout_for_recovery(struct ctx *c, char *detail)
                 return 0;
         bhs[0] = 0x40 | ISCSI_OP_LOGOUT_REQ;
         bhs[1] = 0x80 | 2;
-        iscsi_put32(bhs + 16, ++cn.itt);
-        iscsi_put16(bhs + 20, 0); /* our CID */
-        iscsi_put32(bhs + 24, cn.cmdsn);
-        iscsi_put32(bhs + 28, cn.exp_statsn);
+        put_be32(bhs + 16, ++cn.itt);
+        put_be16(bhs + 20, 0); /* our CID */
+        put_be32(bhs + 24, cn.cmdsn);
+        put_be32(bhs + 28, cn.exp_statsn);
         pdu_send(&cn, bhs, NULL, 0);
         struct pdu p;
         int rc = pdu_recv(&cn, &p);
@@ -1975,11 +1966,11 @@ static int tmf(struct conn *cn, const struct ctx *c, uint8_t function, uint32_t 
         if (function <= 5)
                 lun_encode(bhs + 8, c->lun);
         *tmf_itt = ++cn->itt;
-        iscsi_put32(bhs + 16, *tmf_itt);
-        iscsi_put32(bhs + 20, ref_itt);
-        iscsi_put32(bhs + 24, cn->cmdsn);
-        iscsi_put32(bhs + 28, cn->exp_statsn);
-        iscsi_put32(bhs + 32, ref_cmdsn);
+        put_be32(bhs + 16, *tmf_itt);
+        put_be32(bhs + 20, ref_itt);
+        put_be32(bhs + 24, cn->cmdsn);
+        put_be32(bhs + 28, cn->exp_statsn);
+        put_be32(bhs + 32, ref_cmdsn);
         int rc = pdu_send(cn, bhs, NULL, 0);
         seen[0] = 0;
         while (rc == 0) {
@@ -2015,10 +2006,10 @@ static int case_abort_task_mid_r2t(struct ctx *c, char *detail)
         const uint32_t len = 65536, lba = SCRATCH_LBA(5);
         if (block_size_known(c, detail) != 0 || session(c, &cn, false, detail) != 0)
                 return 0;
-        iscsi_put32(cdb + 2, lba);
-        iscsi_put16(cdb + 7, (uint16_t)(len / c->block_size));
+        put_be32(cdb + 2, lba);
+        put_be16(cdb + 7, (uint16_t)(len / c->block_size));
         build_scsi_cmd(&cn, c, bhs, cdb, sizeof(cdb), false, true, len);
-        uint32_t itt = iscsi_bhs_itt(bhs), cmdsn = iscsi_get32(bhs + 24);
+        uint32_t itt = iscsi_bhs_itt(bhs), cmdsn = get_be32(bhs + 24);
         pdu_send(&cn, bhs, NULL, 0);
         struct pdu p;
         int rc = pdu_recv(&cn, &p);
@@ -2029,7 +2020,7 @@ static int case_abort_task_mid_r2t(struct ctx *c, char *detail)
                 conn_close(&cn);
                 return 0;
         }
-        uint32_t ttt = iscsi_get32(p.bhs + 20);
+        uint32_t ttt = get_be32(p.bhs + 20);
         pdu_free(&p);
         uint32_t tmf_itt;
         int response = tmf(&cn, c, 1, itt, cmdsn, &tmf_itt, seen, sizeof(seen));
@@ -2239,8 +2230,8 @@ static int send_write_flood(struct conn *cn, const struct ctx *c, unsigned n, ui
         if (buf == NULL)
                 return -ENOMEM;
         uint8_t cdb[10] = {0x2a};
-        iscsi_put32(cdb + 2, lba);
-        iscsi_put16(cdb + 7, blocks);
+        put_be32(cdb + 2, lba);
+        put_be16(cdb + 7, blocks);
         for (unsigned i = 0; i < n; i++) {
                 uint8_t *bhs = buf + (size_t)i * ISCSI_BHS_LEN;
                 build_immediate_cmd(cn, c, bhs, cdb, sizeof(cdb), false, true,
@@ -2303,7 +2294,7 @@ static int collect_flood(struct conn *cn, uint32_t first_itt, unsigned n, struct
                         seen[i] = FLOOD_R2T;
                         answered++;
                         if (fr->r2t++ == 0)
-                                fr->r2t_bytes = iscsi_get32(p.bhs + 44);
+                                fr->r2t_bytes = get_be32(p.bhs + 44);
                         fr->last_r2t = i + 1;
                 } else if (i < n && op == ISCSI_OP_SCSI_RSP && !seen[i]) {
                         seen[i] = FLOOD_RESPONSE;
@@ -2335,10 +2326,10 @@ static int flushed_without_answers(struct conn *cn, uint32_t first_itt, unsigned
         bhs[0] = 0x40 | ISCSI_OP_NOP_OUT;
         bhs[1] = 0x80;
         uint32_t itt = ++cn->itt;
-        iscsi_put32(bhs + 16, itt);
-        iscsi_put32(bhs + 20, 0xffffffffu);
-        iscsi_put32(bhs + 24, cn->cmdsn);
-        iscsi_put32(bhs + 28, cn->exp_statsn);
+        put_be32(bhs + 16, itt);
+        put_be32(bhs + 20, 0xffffffffu);
+        put_be32(bhs + 24, cn->cmdsn);
+        put_be32(bhs + 28, cn->exp_statsn);
         int rc = pdu_send(cn, bhs, NULL, 0);
         unsigned stray = 0;
         while (rc == 0) {
@@ -2574,8 +2565,8 @@ static int send_read_flood(struct conn *cn, struct ctx *c, struct read_flood *rf
         for (unsigned i = 0; i < n; i++) {
                 uint8_t cdb[10] = {0x28}, *bhs = buf + (size_t)i * ISCSI_BHS_LEN;
                 rf->t[i].lun_off = PATTERN_BASE + (uint64_t)(i % regions) * len;
-                iscsi_put32(cdb + 2, (uint32_t)(rf->t[i].lun_off / c->block_size));
-                iscsi_put16(cdb + 7, (uint16_t)(len / c->block_size));
+                put_be32(cdb + 2, (uint32_t)(rf->t[i].lun_off / c->block_size));
+                put_be16(cdb + 7, (uint16_t)(len / c->block_size));
                 build_immediate_cmd(cn, c, bhs, cdb, sizeof(cdb), true, false, len);
                 if (i == 0)
                         rf->first_itt = iscsi_bhs_itt(bhs);
@@ -2616,7 +2607,7 @@ static void read_flood_pdu(const struct ctx *c, struct read_flood *rf, const str
         }
         bool has_status = op == ISCSI_OP_SCSI_RSP || (p->bhs[1] & 0x01);
         if (op == ISCSI_OP_DATA_IN) {
-                uint32_t datasn = iscsi_get32(p->bhs + 36), off = iscsi_get32(p->bhs + 40);
+                uint32_t datasn = get_be32(p->bhs + 36), off = get_be32(p->bhs + 40);
                 rf->pdus++;
                 if (datasn != t->next_datasn || off != t->next_off || p->dlen > rf->len - off) {
                         read_problem(rf, &rf->bad_seq,

@@ -57,22 +57,65 @@ static void assert_rtpg(const struct want_group *groups, unsigned n)
 enum { AO = 0x0, S = 0x2, U = 0x3 };
 #define SUP_REPL 0x0d /* AO_SUP | S_SUP | U_SUP */
 
+/* The medium's access state, as a replicator publishes it. */
+static void set_access(uint8_t local, uint16_t local_id, uint16_t peer_id, uint8_t peer)
+{
+        struct tdm_access a = {
+            .local_state = local, .local_id = local_id, .peer_id = peer_id, .peer_state = peer};
+        tdm_medium_set_access(h.lun->medium, &a);
+}
+
+/* This node's state only (the peer's as it is). */
+static void set_local(uint8_t local)
+{
+        struct tdm_access a = tdm_medium_access(h.lun->medium);
+        set_access(local, a.local_id, a.peer_id, a.peer_state);
+}
+
+static void set_peer(uint8_t peer)
+{
+        struct tdm_access a = tdm_medium_access(h.lun->medium);
+        set_access(a.local_state, a.local_id, a.peer_id, peer);
+}
+
+/* A LUN built on a medium in this state: the initial states raise nothing. */
+static void make_pair(uint8_t local, uint16_t local_id, uint16_t peer_id, uint8_t peer)
+{
+        set_access(local, local_id, peer_id, peer);
+        scsi_lun_alua_init(h.lun);
+        h_clear_ua(&h.nx);
+        h_clear_ua(&h.nx2);
+}
+
 /* This node is node 1 (Primary), the peer node 2 (Secondary, connected). */
 static void make_primary_of_pair(void)
 {
-        scsi_lun_alua_attach_peer(h.lun, 1, 2, SCSI_ALUA_STANDBY, NULL);
-        atomic_store(&h.lun->standby, false);
-        h_clear_ua(&h.nx);
-        h_clear_ua(&h.nx2);
+        make_pair(TDM_ACCESS_ACTIVE, 1, 2, TDM_ACCESS_STANDBY);
 }
 
 /* This node is node 2 (Secondary), the peer node 1 (Primary, connected). */
 static void make_secondary_of_pair(void)
 {
-        atomic_store(&h.lun->standby, true);
-        scsi_lun_alua_attach_peer(h.lun, 2, 1, SCSI_ALUA_ACTIVE_OPTIMIZED, NULL);
-        h_clear_ua(&h.nx);
-        h_clear_ua(&h.nx2);
+        make_pair(TDM_ACCESS_STANDBY, 2, 1, TDM_ACCESS_ACTIVE);
+}
+
+/* The ids the VPD 0x83 designators report. */
+static uint16_t vpd_port_id(void)
+{
+        uint8_t cdb[6] = {0x12, 0x01, 0x83, 0x04, 0x00, 0};
+        struct scsi_task *t = h_run(cdb, 6, NULL, 0, 1024);
+        h_assert_good(t);
+        const uint8_t *d = t->data_in;
+        uint32_t end = 4 + get_be16(d + 2);
+        uint16_t port = 0, group = 0;
+        for (uint32_t off = 4; off < end; off += 4 + d[off + 3]) {
+                if ((d[off + 1] & 0x3f) == 0x14)
+                        port = get_be16(d + off + 6);
+                if ((d[off + 1] & 0x3f) == 0x15)
+                        group = get_be16(d + off + 6);
+        }
+        ck_assert_uint_eq(port, group);
+        return port;
 }
 
 START_TEST(inquiry_reports_implicit_alua)
@@ -90,16 +133,14 @@ START_TEST(local_lun_one_active_group)
         struct want_group g = {1, AO, 0x01, 0x00, 1};
         assert_rtpg(&g, 1);
         /* The VPD 0x83 port designators name the same group and port. */
-        ck_assert_uint_eq(h.lun->tpg_id, 1);
-        ck_assert_uint_eq(h.lun->rel_port_id, 1);
+        ck_assert_uint_eq(vpd_port_id(), 1);
 }
 END_TEST
 
 START_TEST(primary_of_pair)
 {
         make_primary_of_pair();
-        ck_assert_uint_eq(h.lun->tpg_id, 1);
-        ck_assert_uint_eq(h.lun->rel_port_id, 1);
+        ck_assert_uint_eq(vpd_port_id(), 1);
         struct want_group g[2] = {{1, AO, SUP_REPL, 0, 1}, {2, S, SUP_REPL, 0, 2}};
         assert_rtpg(g, 2);
         /* Nothing was raised for the initial states. */
@@ -111,8 +152,7 @@ END_TEST
 START_TEST(secondary_of_pair)
 {
         make_secondary_of_pair();
-        ck_assert_uint_eq(h.lun->tpg_id, 2);
-        ck_assert_uint_eq(h.lun->rel_port_id, 2);
+        ck_assert_uint_eq(vpd_port_id(), 2);
         /* Lowest group id first: the peer's. RTPG works in standby. */
         struct want_group g[2] = {{1, AO, SUP_REPL, 0, 1}, {2, S, SUP_REPL, 0, 2}};
         assert_rtpg(g, 2);
@@ -124,7 +164,7 @@ END_TEST
 START_TEST(peer_not_connected_is_unavailable)
 {
         make_primary_of_pair();
-        scsi_lun_alua_set_peer_state(h.lun, SCSI_ALUA_UNAVAILABLE);
+        set_peer(TDM_ACCESS_UNAVAILABLE);
         h_assert_sense(h_run(tur, 6, NULL, 0, 0), 0x6, 0x2a, 0x06);
         struct want_group g[2] = {{1, AO, SUP_REPL, 0, 1}, {2, U, SUP_REPL, 0x02, 2}};
         assert_rtpg(g, 2);
@@ -201,11 +241,11 @@ START_TEST(rtpg_needs_a_lun)
 }
 END_TEST
 
-/* A role change (this node's standby flag) reaches every nexus once, at its next command. */
+/* A role change (this node's group goes standby) reaches every nexus once. */
 START_TEST(ua_once_after_local_change)
 {
         make_primary_of_pair();
-        atomic_store(&h.lun->standby, true); /* demoted: the replicator flips standby */
+        set_local(TDM_ACCESS_STANDBY); /* demoted: the replicator publishes it */
         h_assert_sense(h_run(tur, 6, NULL, 0, 0), 0x6, 0x2a, 0x06);
         h_assert_good(h_run(tur, 6, NULL, 0, 0));
         h_assert_sense(h_run_on(&h.nx2, tur, 6, NULL, 0, 0), 0x6, 0x2a, 0x06);
@@ -215,8 +255,8 @@ START_TEST(ua_once_after_local_change)
         struct want_group g[2] = {{1, S, SUP_REPL, 0x02, 1}, {2, S, SUP_REPL, 0, 2}};
         assert_rtpg(g, 2);
         /* The peer is promoted: one more attention, then quiet. */
-        scsi_lun_alua_set_peer_state(h.lun, SCSI_ALUA_ACTIVE_OPTIMIZED);
-        scsi_lun_alua_set_peer_state(h.lun, SCSI_ALUA_ACTIVE_OPTIMIZED);
+        set_peer(TDM_ACCESS_ACTIVE);
+        set_peer(TDM_ACCESS_ACTIVE);
         h_assert_sense(h_run(tur, 6, NULL, 0, 0), 0x6, 0x2a, 0x06);
         h_assert_good(h_run(tur, 6, NULL, 0, 0));
         struct want_group g2[2] = {{1, S, SUP_REPL, 0x02, 1}, {2, AO, SUP_REPL, 0x02, 2}};
@@ -229,13 +269,13 @@ END_TEST
 START_TEST(ua_once_for_changes_in_a_row)
 {
         make_primary_of_pair();
-        scsi_lun_alua_set_peer_state(h.lun, SCSI_ALUA_UNAVAILABLE);
-        atomic_store(&h.lun->standby, true);
-        scsi_lun_alua_set_peer_state(h.lun, SCSI_ALUA_ACTIVE_OPTIMIZED);
+        set_peer(TDM_ACCESS_UNAVAILABLE);
+        set_local(TDM_ACCESS_STANDBY);
+        set_peer(TDM_ACCESS_ACTIVE);
         h_assert_sense(h_run(tur, 6, NULL, 0, 0), 0x6, 0x2a, 0x06);
         h_assert_good(h_run(tur, 6, NULL, 0, 0));
         /* Back and forth to the published states again raises nothing new. */
-        scsi_lun_alua_set_peer_state(h.lun, SCSI_ALUA_ACTIVE_OPTIMIZED);
+        set_peer(TDM_ACCESS_ACTIVE);
         h_assert_good(h_run(tur, 6, NULL, 0, 0));
 }
 END_TEST
@@ -247,38 +287,43 @@ START_TEST(no_ua_without_change)
         h_assert_good(rtpg(0, 1024));
         h_assert_good(h_run(tur, 6, NULL, 0, 0));
         make_primary_of_pair();
-        scsi_lun_alua_set_peer_state(h.lun, SCSI_ALUA_STANDBY);
+        set_peer(TDM_ACCESS_STANDBY);
         h_assert_good(rtpg(0, 1024));
         h_assert_good(h_run(tur, 6, NULL, 0, 0));
         h_assert_good(h_run_on(&h.nx2, tur, 6, NULL, 0, 0));
 }
 END_TEST
 
-/* The refresh callback is asked before the groups are reported. */
-static enum scsi_alua_state refreshed_state;
+/* The medium is asked to publish its state before the groups are reported. */
+static uint8_t refreshed_state;
 static int refresh_calls;
+static struct tdm_medium_ops refreshing_ops;
 
-static void test_refresh(struct scsi_lun *lun)
+static void test_refresh(struct tdm_medium *m)
 {
+        (void)m;
         refresh_calls++;
-        scsi_lun_alua_set_peer_state(lun, refreshed_state);
+        set_peer(refreshed_state);
 }
 
 START_TEST(refresh_before_report)
 {
-        scsi_lun_alua_attach_peer(h.lun, 1, 2, SCSI_ALUA_STANDBY, test_refresh);
-        h_clear_ua(&h.nx);
+        const struct tdm_medium_ops *plain = h.lun->medium->ops;
+        refreshing_ops = *plain;
+        refreshing_ops.refresh_access = test_refresh;
+        h.lun->medium->ops = &refreshing_ops;
+        make_primary_of_pair();
         refresh_calls = 0;
-        refreshed_state = SCSI_ALUA_STANDBY;
+        refreshed_state = TDM_ACCESS_STANDBY;
         struct want_group g[2] = {{1, AO, SUP_REPL, 0, 1}, {2, S, SUP_REPL, 0, 2}};
         assert_rtpg(g, 2);
         ck_assert_int_ge(refresh_calls, 1);
-        refreshed_state = SCSI_ALUA_UNAVAILABLE;
+        refreshed_state = TDM_ACCESS_UNAVAILABLE;
         struct want_group g2[2] = {{1, AO, SUP_REPL, 0, 1}, {2, U, SUP_REPL, 0x02, 2}};
         assert_rtpg(g2, 2);
         /* The attention is raised for the nexus too (it ran RTPG before the change showed). */
         h_assert_sense(h_run(tur, 6, NULL, 0, 0), 0x6, 0x2a, 0x06);
-        scsi_lun_alua_detach_peer(h.lun);
+        h.lun->medium->ops = plain;
         refresh_calls = 0;
         assert_rtpg(g2, 2);
         ck_assert_int_eq(refresh_calls, 0);

@@ -193,9 +193,9 @@ static void pdu_init(struct pdu *p, uint8_t flags)
         p->bhs[0] = 0x40 | ISCSI_OP_LOGIN_REQ;
         p->bhs[1] = flags;
         p->bhs[8] = 0x80;
-        iscsi_put32(p->bhs + 16, ITT);
-        iscsi_put32(p->bhs + 24, 1);
-        iscsi_put32(p->bhs + 28, 1);
+        put_be32(p->bhs + 16, ITT);
+        put_be32(p->bhs + 24, 1);
+        put_be32(p->bhs + 28, 1);
 }
 
 static void pdu_key(struct pdu *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -224,7 +224,7 @@ static const char *rsp_get(const struct iscsi_pdu_reply *rep, const char *key)
 
 static uint16_t status_of(const struct iscsi_pdu_reply *rep)
 {
-        return iscsi_get16(rep->bhs + 36);
+        return get_be16(rep->bhs + 36);
 }
 
 static void xfer(struct iscsi_login *l, struct pdu *p, struct iscsi_pdu_reply *rep)
@@ -307,7 +307,7 @@ static void finish_operational(struct iscsi_login *l)
         xfer(l, &p, &rep);
         ck_assert_uint_eq(status_of(&rep), 0);
         ck_assert_uint_eq(rep.bhs[1], T_BIT | CSG(1) | NSG(3));
-        ck_assert_uint_eq(iscsi_get16(rep.bhs + 14), 9);
+        ck_assert_uint_eq(get_be16(rep.bhs + 14), 9);
         ck_assert(l->complete);
         iscsi_pdu_reply_free(&rep);
 }

@@ -103,10 +103,10 @@ static void pdu_init(struct pdu *p, uint8_t flags)
         p->bhs[2] = 0; /* Version-max */
         p->bhs[3] = 0; /* Version-min */
         memcpy(p->bhs + 8, isid, 6);
-        iscsi_put32(p->bhs + 16, ITT);
-        iscsi_put16(p->bhs + 20, CID);
-        iscsi_put32(p->bhs + 24, CMDSN);
-        iscsi_put32(p->bhs + 28, EXPSTATSN);
+        put_be32(p->bhs + 16, ITT);
+        put_be16(p->bhs + 20, CID);
+        put_be32(p->bhs + 24, CMDSN);
+        put_be32(p->bhs + 28, EXPSTATSN);
         p->len = 0;
 }
 
@@ -174,7 +174,7 @@ static void assert_key(const struct iscsi_pdu_reply *rep, const char *key, const
 
 static uint16_t rsp_status(const struct iscsi_pdu_reply *rep)
 {
-        return iscsi_get16(rep->bhs + 36);
+        return get_be16(rep->bhs + 36);
 }
 
 static int send_pdu(struct iscsi_login *l, struct pdu *p, struct iscsi_pdu_reply *rep)
@@ -194,7 +194,7 @@ static void expect_fail(struct iscsi_login *l, struct pdu *p, uint16_t status)
         ck_assert(l->failed);
         ck_assert(!l->complete);
         ck_assert_uint_eq(rep.bhs[1] & T_BIT, 0);
-        ck_assert_uint_eq(iscsi_get32(rep.bhs + 16), ITT);
+        ck_assert_uint_eq(get_be32(rep.bhs + 16), ITT);
         ck_assert_mem_eq(rep.bhs + 8, isid, 6);
         ck_assert_uint_eq(rep.data_len, 0);
         iscsi_pdu_reply_free(&rep);
@@ -213,9 +213,9 @@ static void expect_ok(struct iscsi_login *l, struct pdu *p, struct iscsi_pdu_rep
         ck_assert_uint_eq(rep->bhs[3], 0);
         ck_assert_uint_eq(iscsi_bhs_dsl(rep->bhs), rep->data_len);
         ck_assert_mem_eq(rep->bhs + 8, isid, 6);
-        ck_assert_uint_eq(iscsi_get32(rep->bhs + 16), ITT);
-        ck_assert_uint_eq(iscsi_get32(rep->bhs + 28), CMDSN);          /* ExpCmdSN */
-        ck_assert_uint_eq(iscsi_get32(rep->bhs + 32), CMDSN + 64 - 1); /* MaxCmdSN */
+        ck_assert_uint_eq(get_be32(rep->bhs + 16), ITT);
+        ck_assert_uint_eq(get_be32(rep->bhs + 28), CMDSN);          /* ExpCmdSN */
+        ck_assert_uint_eq(get_be32(rep->bhs + 32), CMDSN + 64 - 1); /* MaxCmdSN */
 }
 
 /* ---- tests ---- */
@@ -231,8 +231,8 @@ START_TEST(test_single_pdu_operational_login)
         struct iscsi_pdu_reply rep;
         expect_ok(&l, &p, &rep);
         ck_assert_uint_eq(rep.bhs[1], T_BIT | CSG(1) | NSG(3));
-        ck_assert_uint_eq(iscsi_get16(rep.bhs + 14), 0x0102);
-        ck_assert_uint_eq(iscsi_get32(rep.bhs + 24), EXPSTATSN); /* first StatSN */
+        ck_assert_uint_eq(get_be16(rep.bhs + 14), 0x0102);
+        ck_assert_uint_eq(get_be32(rep.bhs + 24), EXPSTATSN); /* first StatSN */
         assert_key(&rep, "TargetPortalGroupTag", "7");
         assert_key(&rep, "TargetAlias", "disk one");
         assert_key(&rep, "MaxRecvDataSegmentLength", "262144");
@@ -288,8 +288,8 @@ START_TEST(test_security_then_operational)
         struct iscsi_pdu_reply rep;
         expect_ok(&l, &p, &rep);
         ck_assert_uint_eq(rep.bhs[1], T_BIT | CSG(0) | NSG(1));
-        ck_assert_uint_eq(iscsi_get16(rep.bhs + 14), 0); /* no TSIH before the final response */
-        ck_assert_uint_eq(iscsi_get32(rep.bhs + 24), EXPSTATSN);
+        ck_assert_uint_eq(get_be16(rep.bhs + 14), 0); /* no TSIH before the final response */
+        ck_assert_uint_eq(get_be32(rep.bhs + 24), EXPSTATSN);
         assert_key(&rep, "AuthMethod", "None");
         assert_key(&rep, "TargetPortalGroupTag", "7");
         ck_assert_ptr_null(rsp_get(&rep, "MaxRecvDataSegmentLength"));
@@ -298,13 +298,13 @@ START_TEST(test_security_then_operational)
 
         /* libiscsi repeats the names after AuthMethod=None: same values are fine. */
         pdu_init(&p, T_BIT | CSG(1) | NSG(3));
-        iscsi_put32(p.bhs + 28, EXPSTATSN + 1);
+        put_be32(p.bhs + 28, EXPSTATSN + 1);
         pdu_identity(&p);
         pdu_operational(&p);
         expect_ok(&l, &p, &rep);
         ck_assert_uint_eq(rep.bhs[1], T_BIT | CSG(1) | NSG(3));
-        ck_assert_uint_eq(iscsi_get32(rep.bhs + 24), EXPSTATSN + 1);
-        ck_assert_uint_eq(iscsi_get16(rep.bhs + 14), 0x0102);
+        ck_assert_uint_eq(get_be32(rep.bhs + 24), EXPSTATSN + 1);
+        ck_assert_uint_eq(get_be16(rep.bhs + 14), 0x0102);
         ck_assert_ptr_null(rsp_get(&rep, "TargetPortalGroupTag")); /* sent once */
         assert_key(&rep, "MaxRecvDataSegmentLength", "262144");
         ck_assert(l.complete);
@@ -492,7 +492,7 @@ START_TEST(test_nonzero_tsih)
         iscsi_login_init(&l, &env);
         struct pdu p;
         pdu_init(&p, T_BIT | CSG(1) | NSG(3));
-        iscsi_put16(p.bhs + 14, 0x0042);
+        put_be16(p.bhs + 14, 0x0042);
         pdu_identity(&p);
         expect_fail(&l, &p, ISCSI_LOGIN_SESSION_DOES_NOT_EXIST);
         iscsi_login_fini(&l);
@@ -821,7 +821,7 @@ START_TEST(test_continuation)
         expect_ok(&l, &p, &rep);
         ck_assert_uint_eq(rep.bhs[1], CSG(1)); /* neither T nor C */
         ck_assert_uint_eq(rep.data_len, 0);
-        ck_assert_uint_eq(iscsi_get32(rep.bhs + 24), EXPSTATSN);
+        ck_assert_uint_eq(get_be32(rep.bhs + 24), EXPSTATSN);
         iscsi_pdu_reply_free(&rep);
 
         pdu_init(&p, C_BIT | CSG(1) | NSG(3));
@@ -829,7 +829,7 @@ START_TEST(test_continuation)
         p.len = cut2 - cut1;
         expect_ok(&l, &p, &rep);
         ck_assert_uint_eq(rep.data_len, 0);
-        ck_assert_uint_eq(iscsi_get32(rep.bhs + 24), EXPSTATSN + 1);
+        ck_assert_uint_eq(get_be32(rep.bhs + 24), EXPSTATSN + 1);
         iscsi_pdu_reply_free(&rep);
         ck_assert(!l.complete);
 
@@ -838,7 +838,7 @@ START_TEST(test_continuation)
         p.len = whole.len - cut2;
         expect_ok(&l, &p, &rep);
         ck_assert_uint_eq(rep.bhs[1], T_BIT | CSG(1) | NSG(3));
-        ck_assert_uint_eq(iscsi_get32(rep.bhs + 24), EXPSTATSN + 2);
+        ck_assert_uint_eq(get_be32(rep.bhs + 24), EXPSTATSN + 2);
         assert_key(&rep, "DataSequenceInOrder", "Yes");
         ck_assert(l.complete);
         ck_assert_str_eq(l.initiator_name, INITIATOR);
@@ -1080,19 +1080,19 @@ START_TEST(test_statsn_wraps)
         iscsi_login_init(&l, &env);
         struct pdu p;
         pdu_init(&p, CSG(1));
-        iscsi_put32(p.bhs + 28, 0xffffffffu);
-        iscsi_put32(p.bhs + 24, 0xfffffff0u);
+        put_be32(p.bhs + 28, 0xffffffffu);
+        put_be32(p.bhs + 24, 0xfffffff0u);
         pdu_identity(&p);
         struct iscsi_pdu_reply rep;
         ck_assert_int_eq(send_pdu(&l, &p, &rep), 0);
-        ck_assert_uint_eq(iscsi_get32(rep.bhs + 24), 0xffffffffu);
-        ck_assert_uint_eq(iscsi_get32(rep.bhs + 28), 0xfffffff0u);
-        ck_assert_uint_eq(iscsi_get32(rep.bhs + 32), 0xfffffff0u + 63u); /* wraps to 0x2f */
+        ck_assert_uint_eq(get_be32(rep.bhs + 24), 0xffffffffu);
+        ck_assert_uint_eq(get_be32(rep.bhs + 28), 0xfffffff0u);
+        ck_assert_uint_eq(get_be32(rep.bhs + 32), 0xfffffff0u + 63u); /* wraps to 0x2f */
         iscsi_pdu_reply_free(&rep);
         pdu_init(&p, T_BIT | CSG(1) | NSG(3));
-        iscsi_put32(p.bhs + 24, 0xfffffff0u);
+        put_be32(p.bhs + 24, 0xfffffff0u);
         ck_assert_int_eq(send_pdu(&l, &p, &rep), 0);
-        ck_assert_uint_eq(iscsi_get32(rep.bhs + 24), 0);
+        ck_assert_uint_eq(get_be32(rep.bhs + 24), 0);
         ck_assert(l.complete);
         ck_assert_uint_eq(l.stat_sn, 1);
         iscsi_pdu_reply_free(&rep);

@@ -79,7 +79,7 @@ START_TEST(bhs_field_accessors)
         bhs[1] = 0x80;
         bhs[4] = 2;
         iscsi_bhs_set_dsl(bhs, 0x123456);
-        iscsi_put32(bhs + 16, 0xdeadbeef);
+        put_be32(bhs + 16, 0xdeadbeef);
         ck_assert_uint_eq(iscsi_bhs_opcode(bhs), ISCSI_OP_SCSI_CMD);
         ck_assert(iscsi_bhs_immediate(bhs));
         ck_assert(iscsi_bhs_final(bhs));

@@ -257,9 +257,9 @@ static void text_bhs(uint8_t *bhs, uint8_t flags, uint32_t ttt, uint32_t dsl)
         bhs[1] = flags;
         iscsi_bhs_set_dsl(bhs, dsl);
         bhs[9] = 3; /* a LUN, echoed back */
-        iscsi_put32(bhs + 16, ITT);
-        iscsi_put32(bhs + 20, ttt);
-        iscsi_put32(bhs + 24, 20);
+        put_be32(bhs + 16, ITT);
+        put_be32(bhs + 20, ttt);
+        put_be32(bhs + 24, 20);
 }
 
 static int text_req(struct iscsi_text_state *ts, const struct iscsi_text_env *env, uint8_t flags,
@@ -285,11 +285,11 @@ static void check_response_bhs(const struct iscsi_pdu_reply *rep, uint8_t flags,
         ck_assert_uint_eq(rep->bhs[1], flags);
         ck_assert_uint_eq(iscsi_bhs_dsl(rep->bhs), rep->data_len);
         ck_assert_uint_eq(rep->bhs[9], 3);
-        ck_assert_uint_eq(iscsi_get32(rep->bhs + 16), ITT);
-        ck_assert_uint_eq(iscsi_get32(rep->bhs + 20), ttt);
-        ck_assert_uint_eq(iscsi_get32(rep->bhs + 24), 500);
-        ck_assert_uint_eq(iscsi_get32(rep->bhs + 28), 20);
-        ck_assert_uint_eq(iscsi_get32(rep->bhs + 32), 51);
+        ck_assert_uint_eq(get_be32(rep->bhs + 16), ITT);
+        ck_assert_uint_eq(get_be32(rep->bhs + 20), ttt);
+        ck_assert_uint_eq(get_be32(rep->bhs + 24), 500);
+        ck_assert_uint_eq(get_be32(rep->bhs + 28), 20);
+        ck_assert_uint_eq(get_be32(rep->bhs + 32), 51);
         ck_assert(!rep->close_after);
 }
 
@@ -425,7 +425,7 @@ START_TEST(test_long_reply_continues)
         struct iscsi_pdu_reply rep;
         static const char st[] = "SendTargets=All";
         ck_assert_int_eq(text_req(&ts, &env, 0x80, TTT_NONE, st, sizeof(st), &rep), 0);
-        uint32_t ttt = iscsi_get32(rep.bhs + 20);
+        uint32_t ttt = get_be32(rep.bhs + 20);
         ck_assert_uint_ne(ttt, TTT_NONE);
         check_response_bhs(&rep, 0x40, ttt);
         ck_assert_uint_eq(rep.data_len, 40);
@@ -474,7 +474,7 @@ START_TEST(test_new_request_abandons_exchange)
         struct iscsi_pdu_reply rep;
         static const char st[] = "SendTargets=All";
         ck_assert_int_eq(text_req(&ts, &env, 0x80, TTT_NONE, st, sizeof(st), &rep), 0);
-        uint32_t ttt = iscsi_get32(rep.bhs + 20);
+        uint32_t ttt = get_be32(rep.bhs + 20);
         iscsi_pdu_reply_free(&rep);
         static const char one[] = "SendTargets=iqn.2024-01.test:disk1";
         env.max_xmit_dsl = 8192;
@@ -494,7 +494,7 @@ START_TEST(test_initiator_continuation)
         struct iscsi_pdu_reply rep;
         static const char st[] = "SendTargets=iqn.2024-01.test:disk1";
         ck_assert_int_eq(text_req(&ts, &env, 0x40, TTT_NONE, st, 15, &rep), 0);
-        uint32_t ttt = iscsi_get32(rep.bhs + 20);
+        uint32_t ttt = get_be32(rep.bhs + 20);
         ck_assert_uint_ne(ttt, TTT_NONE);
         check_response_bhs(&rep, 0x00, ttt);
         ck_assert_uint_eq(rep.data_len, 0);
@@ -518,7 +518,7 @@ START_TEST(test_non_final_request)
         struct iscsi_pdu_reply rep;
         static const char st[] = "SendTargets=iqn.2024-01.test:disk2";
         ck_assert_int_eq(text_req(&ts, &env, 0x00, TTT_NONE, st, sizeof(st), &rep), 0);
-        uint32_t ttt = iscsi_get32(rep.bhs + 20);
+        uint32_t ttt = get_be32(rep.bhs + 20);
         ck_assert_uint_ne(ttt, TTT_NONE);
         check_response_bhs(&rep, 0x00, ttt);
         ck_assert_uint_gt(rep.data_len, 0);
@@ -543,7 +543,7 @@ START_TEST(test_initiator_text_too_long)
         for (int i = 0; i < 9 && rc == 0; i++) {
                 rc = text_req(&ts, &env, 0x40, ttt, chunk, 8192, &rep);
                 if (rc == 0) {
-                        ttt = iscsi_get32(rep.bhs + 20);
+                        ttt = get_be32(rep.bhs + 20);
                         iscsi_pdu_reply_free(&rep);
                 }
         }

@@ -15,6 +15,7 @@
 
 #include "scsi/scsi_internal.h"
 #include "tandem/config.h"
+#include "tandem/backstore.h"
 #include "tandem/registry.h"
 #include "tandem/scsi.h"
 
@@ -350,7 +351,7 @@ START_TEST(test_readonly_lun_and_atomic_journal)
         struct scsi_lun *ro = live_lun(IQN1, 1);
         ck_assert_ptr_nonnull(ro);
         ck_assert(ro->read_only);
-        ck_assert_int_eq(fcntl(ro->bs->fd, F_GETFL) & O_ACCMODE, O_RDONLY);
+        ck_assert_int_eq(fcntl(bs_medium_dev(ro->medium)->fd, F_GETFL) & O_ACCMODE, O_RDONLY);
         ck_assert_uint_eq(atomic_load(&ro->num_blocks), 2048);
         ck_assert_uint_eq(scsi_atomic_max_blocks(ro), 1); /* no journal: nothing to replay */
         char ro_journal[PATH_MAX];
@@ -490,7 +491,7 @@ START_TEST(test_lun_del_live)
         ck_assert_ptr_null(scsi_target_get_lun(t, 0));
         ck_assert_uint_ne(atomic_load(&t->luns_gen), gen);
         uint8_t buf[512];
-        ck_assert_int_eq(bs_read(held->bs, buf, sizeof(buf), 0), 0);
+        ck_assert_int_eq(bs_read(bs_medium_dev(held->medium), buf, sizeof(buf), 0), 0);
         scsi_lun_put(held);
         struct tdm_config c;
         reload(&c);
@@ -570,7 +571,7 @@ START_TEST(test_lun_resize_file)
         ck_assert_uint_eq(after, 3 << 20);
         struct scsi_lun *lun = live_lun(IQN1, 0);
         ck_assert_uint_eq(atomic_load(&lun->num_blocks), 6144);
-        ck_assert_uint_eq(lun->bs->size, 3 << 20);
+        ck_assert_uint_eq(bs_medium_dev(lun->medium)->size, 3 << 20);
         ck_assert_int_eq(file_size(img), 3 << 20);
         struct stat st;
         ck_assert_int_eq(stat(img, &st), 0);
@@ -581,7 +582,7 @@ START_TEST(test_lun_resize_file)
         /* The last block, far past the old end, takes data that lands in the file. */
         uint8_t w[512], r[512];
         memset(w, 0x5a, sizeof(w));
-        ck_assert_int_eq(bs_write(lun->bs, w, sizeof(w), (3 << 20) - 512), 0);
+        ck_assert_int_eq(bs_write(bs_medium_dev(lun->medium), w, sizeof(w), (3 << 20) - 512), 0);
         FILE *f = fopen(img, "r");
         ck_assert_int_eq(fseek(f, (3 << 20) - 512, SEEK_SET), 0);
         ck_assert_uint_eq(fread(r, 1, sizeof(r), f), sizeof(r));
@@ -684,7 +685,7 @@ START_TEST(test_lun_resize_save_failure_changes_nothing)
         ck_assert_int_eq(rc, -ENOENT);
         ck_assert_msg(strstr(err, "cannot create temporary file") != NULL, "%s", err);
         ck_assert_int_eq(file_size(file_in_dir("lun0.img")), 1 << 20);
-        ck_assert_uint_eq(lun->bs->size, 1 << 20);
+        ck_assert_uint_eq(bs_medium_dev(lun->medium)->size, 1 << 20);
         ck_assert_uint_eq(atomic_load(&lun->num_blocks), 2048);
         ck_assert_uint_eq(atomic_load(&lun->ua_gen[SCSI_UA_CAPACITY_CHANGED]), gen);
         ck_assert_uint_eq(
@@ -784,7 +785,7 @@ START_TEST(test_lun_resize_block_device)
         scsi_nexus_init(&nx, t, INI1);
         ck_assert_uint_eq(tur_on(&nx, 2), 0x062900);
         struct scsi_lun *lun = live_lun(IQN1, 2);
-        ck_assert(lun->bs->is_blockdev);
+        ck_assert(bs_medium_dev(lun->medium)->is_blockdev);
         ck_assert_uint_eq(atomic_load(&lun->num_blocks), 2048);
 
         /* Not grown yet: nothing happens. */
@@ -811,16 +812,16 @@ START_TEST(test_lun_resize_block_device)
         ck_assert_uint_eq(before, 1 << 20);
         ck_assert_uint_eq(after, 3 << 20);
         ck_assert_uint_eq(atomic_load(&lun->num_blocks), 6144);
-        ck_assert_uint_eq(lun->bs->size, 3 << 20);
+        ck_assert_uint_eq(bs_medium_dev(lun->medium)->size, 3 << 20);
         ck_assert_uint_eq(saved_size(2), 0); /* "the device's size" stays so */
         ck_assert_uint_eq(tur_on(&nx, 2), 0x062a09);
         ck_assert_uint_eq(tur_on(&nx, 2), 0);
         /* Past the old end, through the descriptor opened before the growth. */
         uint8_t w[512], r[512];
         memset(w, 0xc3, sizeof(w));
-        ck_assert_int_eq(bs_write(lun->bs, w, sizeof(w), (3 << 20) - 512), 0);
-        ck_assert_int_eq(bs_flush(lun->bs), 0);
-        ck_assert_int_eq(bs_read(lun->bs, r, sizeof(r), (3 << 20) - 512), 0);
+        ck_assert_int_eq(bs_write(bs_medium_dev(lun->medium), w, sizeof(w), (3 << 20) - 512), 0);
+        ck_assert_int_eq(bs_flush(bs_medium_dev(lun->medium)), 0);
+        ck_assert_int_eq(bs_read(bs_medium_dev(lun->medium), r, sizeof(r), (3 << 20) - 512), 0);
         ck_assert_mem_eq(r, w, sizeof(r));
 
         /* lvreduce behind our back: refused, the LUN keeps its size. */

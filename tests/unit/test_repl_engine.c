@@ -22,10 +22,13 @@
 
 #include "../../replicator/auth.h"
 #include "../../replicator/wire.h"
+
+/* Kinds of a Write message on the wire (replicator/repl_internal.h REPL_OP_*). */
+enum { REPL_IO_WRITE = 1, REPL_IO_ZERO = 2, REPL_IO_UNMAP = 3, REPL_IO_FLUSH = 4 };
 #include "tandem/backstore.h"
 #include "tandem/config.h"
 #include "tandem/repl.h"
-#include "tandem/scsi.h"
+#include "tandem/medium.h"
 
 #define SECRET    "fake peer shared secret"
 #define NAA       "6001405a1b2c3d4e5f60718293a4b5c6"
@@ -65,7 +68,6 @@ struct engine {
         char data_path[128];
         char md_path[192];
         uint16_t port;
-        struct scsi_lun *lun; /* our reference */
         struct repl_lun *r;
         uint8_t *snapshot; /* the whole file, taken before a bad case */
 };
@@ -97,8 +99,8 @@ static void engine_start(uint32_t timeout_ms)
         struct bs_open_opts opts = {.create_size = LUN_SIZE};
         struct bs_dev *dev = NULL;
         ck_assert_int_eq(bs_open(eng.data_path, &opts, &dev), 0);
-        eng.lun = scsi_lun_create(0, dev, LUN_BS);
-        ck_assert_ptr_nonnull(eng.lun);
+        struct tdm_medium *local = NULL;
+        ck_assert_int_eq(bs_medium_create(dev, &local), 0);
 
         memset(&lun_cfg, 0, sizeof(lun_cfg));
         struct tdm_lun_cfg *c = &lun_cfg;
@@ -125,7 +127,7 @@ static void engine_start(uint32_t timeout_ms)
         c->repl.split_brain = REPL_SB_DISCONNECT;
 
         char err[256] = "";
-        int rc = repl_lun_create(eng.lun, c, IQN, ENG_NODE, eng.dir, &eng.r, err, sizeof(err));
+        int rc = repl_lun_create(local, c, IQN, ENG_NODE, eng.dir, &eng.r, err, sizeof(err));
         ck_assert_msg(rc == 0, "repl_lun_create: %d %s", rc, err);
         ck_assert_int_eq(repl_lun_start(eng.r), 0);
         eng.snapshot = malloc(LUN_SIZE);
@@ -134,8 +136,8 @@ static void engine_start(uint32_t timeout_ms)
 
 static void engine_stop(void)
 {
-        repl_lun_destroy(eng.r);
-        scsi_lun_put(eng.lun);
+        repl_lun_stop(eng.r);
+        tdm_medium_destroy(repl_lun_medium(eng.r)); /* and this node's medium under it */
         unlink(eng.data_path);
         unlink(eng.md_path);
         rmdir(eng.dir);

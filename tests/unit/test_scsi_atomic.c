@@ -58,7 +58,9 @@ static struct scsi_lun *lun_on(const char *name, uint64_t blocks, uint32_t bs)
         struct bs_open_opts opts = {.create_size = blocks * bs};
         struct bs_dev *dev = NULL;
         ck_assert_int_eq(bs_open(path, &opts, &dev), 0);
-        struct scsi_lun *lun = scsi_lun_create(0, dev, bs);
+        struct tdm_medium *m = NULL;
+        ck_assert_int_eq(bs_medium_create(dev, &m), 0);
+        struct scsi_lun *lun = scsi_lun_create(0, m, bs, path);
         ck_assert_ptr_nonnull(lun);
         lun->thin = true;
         return lun;
@@ -134,12 +136,12 @@ START_TEST(without_journal_one_block)
         h_assert_invalid_cdb(write_atomic(7, 2, 0, buf), 12, -1);
         ck_assert(h_all_zero(h_read10(8, 1)->data_in, 512));
         /* FUA makes it durable even with the write cache on */
-        uint64_t flushes = h.lun->bs->flush_count;
+        uint64_t flushes = h_dev()->flush_count;
         h_assert_good(write_atomic(7, 1, 0x08, buf));
-        ck_assert_uint_gt(h.lun->bs->flush_count, flushes);
-        flushes = h.lun->bs->flush_count;
+        ck_assert_uint_gt(h_dev()->flush_count, flushes);
+        flushes = h_dev()->flush_count;
         h_assert_good(write_atomic(7, 1, 0x10, buf)); /* DPO: a hint */
-        ck_assert_uint_eq(h.lun->bs->flush_count, flushes);
+        ck_assert_uint_eq(h_dev()->flush_count, flushes);
         free(buf);
 }
 END_TEST
@@ -198,16 +200,16 @@ START_TEST(journal_limits_and_life)
         char jpath[128];
         journal_path(jpath, sizeof(jpath), "j");
         struct scsi_lun *lun = lun_on("disk.img", H_BLOCKS, 512);
-        ck_assert_int_eq(scsi_lun_attach_atomic_journal(lun, jpath), 0);
-        ck_assert_int_eq(scsi_lun_attach_atomic_journal(lun, jpath), -EEXIST);
+        ck_assert_int_eq(scsi_lun_attach_atomic_journal(lun, jpath, (lun)->medium), 0);
+        ck_assert_int_eq(scsi_lun_attach_atomic_journal(lun, jpath, (lun)->medium), -EEXIST);
         use_lun(lun);
         ck_assert(exists(jpath));
         uint32_t max = SCSI_MAX_ATOMIC_BYTES / 512;
         assert_atomic_limits(max);
         uint8_t *buf = h_pattern(SCSI_MAX_ATOMIC_BYTES + 512, 11);
-        uint64_t flushes = h.lun->bs->flush_count;
+        uint64_t flushes = h_dev()->flush_count;
         h_assert_good(write_atomic(100, (uint16_t)max, 0, buf));
-        ck_assert_uint_gt(h.lun->bs->flush_count, flushes); /* durable whatever WCE says */
+        ck_assert_uint_gt(h_dev()->flush_count, flushes); /* durable whatever WCE says */
         struct scsi_task *t = h_read10(100, (uint16_t)max);
         h_assert_good(t);
         ck_assert_mem_eq(t->data_in, buf, SCSI_MAX_ATOMIC_BYTES);
@@ -217,7 +219,7 @@ START_TEST(journal_limits_and_life)
         free(buf);
         /* a second LUN object may not use the same journal */
         struct scsi_lun *other = lun_on("other.img", 64, 512);
-        ck_assert_int_eq(scsi_lun_attach_atomic_journal(other, jpath), -EBUSY);
+        ck_assert_int_eq(scsi_lun_attach_atomic_journal(other, jpath, (other)->medium), -EBUSY);
         scsi_lun_put(other);
         /* the last reference closes the journal: nothing pending, so the file goes */
         scsi_target_del_lun(h.target, 0);
@@ -225,7 +227,7 @@ START_TEST(journal_limits_and_life)
         ck_assert(!exists(jpath));
         /* 4096-byte blocks: the same bytes, fewer blocks */
         h.lun = lun_on("big.img", 1024, 4096);
-        ck_assert_int_eq(scsi_lun_attach_atomic_journal(h.lun, jpath), 0);
+        ck_assert_int_eq(scsi_lun_attach_atomic_journal(h.lun, jpath, (h.lun)->medium), 0);
         ck_assert_int_eq(scsi_target_add_lun(h.target, h.lun), 0);
         scsi_nexus_init(&h.nx, h.target, "iqn.2024-01.org.tandem:initiator-1");
         h_clear_ua(&h.nx);
@@ -239,7 +241,7 @@ START_TEST(journal_replay_after_crash)
         char jpath[128];
         journal_path(jpath, sizeof(jpath), "j");
         struct scsi_lun *lun = lun_on("disk.img", H_BLOCKS, 512);
-        ck_assert_int_eq(scsi_lun_attach_atomic_journal(lun, jpath), 0);
+        ck_assert_int_eq(scsi_lun_attach_atomic_journal(lun, jpath, (lun)->medium), 0);
         struct scsi_atomic_journal *j = scsi_lun_private(lun)->journal;
         uint8_t *a = h_pattern(8 * 512, 1), *b = h_pattern(2 * 512, 2), *c = h_pattern(512, 3);
         unsigned s0, s1, s2;
@@ -256,7 +258,7 @@ START_TEST(journal_replay_after_crash)
         ck_assert(h_all_zero(medium, sizeof(medium))); /* never written in place */
         /* restart: replayed oldest first, so the newer record wins where they overlap */
         lun = lun_on("disk.img", H_BLOCKS, 512);
-        ck_assert_int_eq(scsi_lun_attach_atomic_journal(lun, jpath), 0);
+        ck_assert_int_eq(scsi_lun_attach_atomic_journal(lun, jpath, (lun)->medium), 0);
         use_lun(lun);
         struct scsi_task *t = h_read10(10, 8);
         h_assert_good(t);
@@ -271,7 +273,7 @@ START_TEST(journal_replay_after_crash)
         scsi_lun_put(h.lun);
         ck_assert(!exists(jpath));
         h.lun = lun_on("disk.img", H_BLOCKS, 512);
-        ck_assert_int_eq(scsi_lun_attach_atomic_journal(h.lun, jpath), 0);
+        ck_assert_int_eq(scsi_lun_attach_atomic_journal(h.lun, jpath, (h.lun)->medium), 0);
         ck_assert_int_eq(scsi_target_add_lun(h.target, h.lun), 0);
         read_backing("disk.img", 10 * 512, medium, sizeof(medium));
         ck_assert_mem_eq(medium, d, sizeof(medium));
@@ -288,7 +290,7 @@ START_TEST(journal_ignores_torn_and_foreign_records)
         char jpath[128];
         journal_path(jpath, sizeof(jpath), "j");
         struct scsi_lun *lun = lun_on("disk.img", H_BLOCKS, 512);
-        ck_assert_int_eq(scsi_lun_attach_atomic_journal(lun, jpath), 0);
+        ck_assert_int_eq(scsi_lun_attach_atomic_journal(lun, jpath, (lun)->medium), 0);
         struct scsi_atomic_journal *j = scsi_lun_private(lun)->journal;
         uint8_t *a = h_pattern(4 * 512, 1);
         unsigned s0, s1;
@@ -303,7 +305,7 @@ START_TEST(journal_ignores_torn_and_foreign_records)
         close(fd);
         /* another backing store opens the journal: the intact record is not its own */
         struct scsi_lun *other = lun_on("other.img", H_BLOCKS, 512);
-        ck_assert_int_eq(scsi_lun_attach_atomic_journal(other, jpath), 0);
+        ck_assert_int_eq(scsi_lun_attach_atomic_journal(other, jpath, (other)->medium), 0);
         uint8_t medium[4 * 512];
         read_backing("other.img", 30 * 512, medium, sizeof(medium));
         ck_assert(h_all_zero(medium, sizeof(medium)));
@@ -317,35 +319,6 @@ START_TEST(journal_ignores_torn_and_foreign_records)
 END_TEST
 
 /* ---- exclusion between atomic writes and the other commands ---- */
-
-struct op_thread {
-        pthread_t tid;
-        struct scsi_lun *lun;
-        uint64_t off;
-        void *buf;
-        uint32_t len;
-        atomic_bool done;
-        int rc;
-};
-
-static void *reader_main(void *arg)
-{
-        struct op_thread *o = arg;
-        o->rc = scsi_medium_read(o->lun, o->buf, o->len, o->off);
-        atomic_store(&o->done, true);
-        return NULL;
-}
-
-static void *writer_main(void *arg)
-{
-        struct op_thread *o = arg;
-        struct scsi_write_guard g;
-        scsi_medium_write_begin(o->lun, o->off, o->len, &g);
-        o->rc = bs_write(o->lun->bs, o->buf, o->len, o->off);
-        scsi_medium_write_end(o->lun, &g);
-        atomic_store(&o->done, true);
-        return NULL;
-}
 
 /* A whole SCSI command on its own task, for a thread. */
 struct cmd_thread {
@@ -379,74 +352,70 @@ static void cmd_start(struct cmd_thread *c, struct scsi_nexus *nx, const uint8_t
         ck_assert_int_eq(pthread_create(&c->tid, NULL, cmd_main, c), 0);
 }
 
-static void op_start(struct op_thread *o, void *(*fn)(void *), uint64_t off, uint32_t len)
-{
-        memset(o, 0, sizeof(*o));
-        o->lun = h.lun;
-        o->off = off;
-        o->len = len;
-        o->buf = calloc(1, len);
-        ck_assert_int_eq(pthread_create(&o->tid, NULL, fn, o), 0);
-}
-
 static void settle(void)
 {
         struct timespec ts = {0, 100 * 1000 * 1000};
         nanosleep(&ts, NULL);
 }
 
-static void op_join(struct op_thread *o)
+static void cmd_join_good(struct cmd_thread *c)
 {
-        pthread_join(o->tid, NULL);
-        ck_assert(atomic_load(&o->done));
-        ck_assert_int_eq(o->rc, 0);
-        free(o->buf);
+        pthread_join(c->tid, NULL);
+        ck_assert(atomic_load(&c->done));
+        h_assert_good(&c->task);
+        scsi_task_release(&c->task);
 }
 
-/* While an atomic write owns stripe 0, reads and writes there wait; elsewhere they do not. */
-START_TEST(atomic_write_in_flight_holds_off_its_stripe)
+/* A range held (as a command in flight holds it) holds off overlapping commands only. */
+START_TEST(held_range_holds_off_overlapping_commands)
 {
-        struct scsi_stripes *st = &scsi_lun_private(h.lun)->stripes;
-        pthread_mutex_lock(&st->lock[0]);
-        atomic_fetch_add(&st->seq[0], 1); /* what an atomic writer does before writing */
-        struct op_thread near_r, near_w, far_r, far_w;
-        op_start(&near_r, reader_main, 4096, 4096);
-        op_start(&near_w, writer_main, 8192, 512);
-        op_start(&far_r, reader_main, 1 << SCSI_ATOMIC_STRIPE_SHIFT, 4096);
-        op_start(&far_w, writer_main, (1 << SCSI_ATOMIC_STRIPE_SHIFT) + 512, 512);
-        op_join(&far_r);
-        op_join(&far_w);
+        scsi_nexus_init(&h.nx2, h.target, "iqn.2024-01.org.tandem:initiator-2");
+        h_clear_ua(&h.nx2);
+        struct tdm_range held = {.off = 4096, .len = 8192};
+        tdm_range_lock_wait(h.lun->medium, &held);
+        static uint8_t blk[512];
+        memset(blk, 0x5a, sizeof(blk));
+        uint8_t cdb[16];
+        struct cmd_thread near_r, near_w, far_r, far_w;
+        cdb_rw16(cdb, 0x88, 8, 8); /* READ(16) of 4096..8191 */
+        cmd_start(&near_r, &h.nx2, cdb, NULL, 0);
+        cdb_rw16(cdb, 0x8a, 20, 1); /* WRITE(16) at 10240 */
+        cmd_start(&near_w, &h.nx2, cdb, blk, 512);
+        cdb_rw16(cdb, 0x88, 2048, 8);
+        cmd_start(&far_r, &h.nx2, cdb, NULL, 0);
+        cdb_rw16(cdb, 0x8a, 2100, 1);
+        cmd_start(&far_w, &h.nx2, cdb, blk, 512);
+        cmd_join_good(&far_r);
+        cmd_join_good(&far_w);
         settle();
         ck_assert(!atomic_load(&near_r.done));
         ck_assert(!atomic_load(&near_w.done));
-        atomic_fetch_add(&st->seq[0], 1);
-        pthread_mutex_unlock(&st->lock[0]);
-        op_join(&near_r);
-        op_join(&near_w);
+        tdm_range_unlock(h.lun->medium, &held);
+        cmd_join_good(&near_r);
+        cmd_join_good(&near_w);
 }
 END_TEST
 
-/* An atomic write waits for a plain write in flight on its stripe, and only for that. */
+/* An atomic write waits for a write in flight on its blocks, and only for that. */
 START_TEST(atomic_write_waits_for_plain_writes)
 {
         scsi_nexus_init(&h.nx2, h.target, "iqn.2024-01.org.tandem:initiator-2");
         h_clear_ua(&h.nx2);
-        struct scsi_write_guard g;
-        scsi_medium_write_begin(h.lun, 0, 4096, &g);
-        ck_assert(!g.locked);
+        struct tdm_range plain = {.off = 0, .len = 4096};
+        tdm_range_lock_wait(h.lun->medium, &plain);
         uint8_t blk[512];
         memset(blk, 0x77, sizeof(blk));
         uint8_t cdb[16];
         struct cmd_thread near, far;
         cdb_atomic(cdb, 2, 1, 0);
         cmd_start(&near, &h.nx2, cdb, blk, 512);
-        cdb_atomic(cdb, (1u << SCSI_ATOMIC_STRIPE_SHIFT) / 512, 1, 0);
+        cdb_atomic(cdb, (1u << 20) / 512, 1, 0);
         cmd_start(&far, &h.nx2, cdb, blk, 512);
         pthread_join(far.tid, NULL);
         ck_assert_int_eq(far.task.status, SCSI_STATUS_GOOD);
         settle();
         ck_assert(!atomic_load(&near.done));
-        scsi_medium_write_end(h.lun, &g);
+        tdm_range_unlock(h.lun->medium, &plain);
         pthread_join(near.tid, NULL);
         ck_assert_int_eq(near.task.status, SCSI_STATUS_GOOD);
         ck_assert_mem_eq(h_read10(2, 1)->data_in, blk, 512);
@@ -496,7 +465,7 @@ START_TEST(reads_never_see_half_an_atomic_write)
         char jpath[128];
         journal_path(jpath, sizeof(jpath), "j");
         struct scsi_lun *lun = lun_on("disk.img", H_BLOCKS, 512);
-        ck_assert_int_eq(scsi_lun_attach_atomic_journal(lun, jpath), 0);
+        ck_assert_int_eq(scsi_lun_attach_atomic_journal(lun, jpath, (lun)->medium), 0);
         use_lun(lun);
         scsi_nexus_init(&h.nx2, h.target, "iqn.2024-01.org.tandem:initiator-2");
         h_clear_ua(&h.nx2);
@@ -507,7 +476,9 @@ START_TEST(reads_never_see_half_an_atomic_write)
         pthread_t w;
         ck_assert_int_eq(pthread_create(&w, NULL, race_writer, NULL), 0);
         while (!atomic_load(&race.stop)) {
-                ck_assert_int_eq(scsi_medium_read(h.lun, buf, 64 * 512, 0), 0);
+                struct scsi_task *t = h_read10(0, 64); /* a READ command, as an initiator's */
+                h_assert_good(t);
+                memcpy(buf, t->data_in, 64 * 512);
                 for (unsigned i = 1; i < 64 * 512; i++)
                         if (buf[i] != buf[0]) {
                                 race.mixed++;
@@ -535,7 +506,7 @@ int main(void)
         tcase_add_test(tc, journal_limits_and_life);
         tcase_add_test(tc, journal_replay_after_crash);
         tcase_add_test(tc, journal_ignores_torn_and_foreign_records);
-        tcase_add_test(tc, atomic_write_in_flight_holds_off_its_stripe);
+        tcase_add_test(tc, held_range_holds_off_overlapping_commands);
         tcase_add_test(tc, atomic_write_waits_for_plain_writes);
         tcase_add_test(tc, reads_never_see_half_an_atomic_write);
         suite_add_tcase(s, tc);

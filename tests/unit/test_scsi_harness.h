@@ -42,7 +42,9 @@ static inline struct scsi_lun *h_make_lun(uint64_t id, uint64_t blocks, uint32_t
         close(fd);
         ck_assert_int_eq(bs_open(path, &opts, &dev), 0);
         unlink(path); /* the open descriptor keeps the file */
-        struct scsi_lun *lun = scsi_lun_create(id, dev, bs);
+        struct tdm_medium *m = NULL;
+        ck_assert_int_eq(bs_medium_create(dev, &m), 0);
+        struct scsi_lun *lun = scsi_lun_create(id, m, bs, path);
         ck_assert_ptr_nonnull(lun);
         lun->thin = thin;
         return lun;
@@ -57,6 +59,12 @@ static inline void h_setup_with(uint64_t blocks, uint32_t bs, bool thin)
         ck_assert_int_eq(scsi_target_add_lun(h.target, h.lun), 0);
         scsi_nexus_init(&h.nx, h.target, "iqn.2024-01.org.tandem:initiator-1");
         scsi_nexus_init(&h.nx2, h.target, "iqn.2024-01.org.tandem:initiator-2");
+}
+
+/* The backing store under the harness LUN (flush counts, file size). */
+static inline struct bs_dev *h_dev(void)
+{
+        return bs_medium_dev(h.lun->medium);
 }
 
 static inline void h_setup(void)

@@ -232,24 +232,24 @@ START_TEST(fua_and_write_cache)
         uint8_t *buf = h_pattern(512, 5);
         uint8_t cdb[10];
         cdb_rw10(cdb, 0x2a, 3, 1);
-        uint64_t f0 = h.lun->bs->flush_count;
+        uint64_t f0 = h_dev()->flush_count;
         h_assert_good(h_run(cdb, 10, buf, 512, 512));
-        ck_assert_uint_eq(h.lun->bs->flush_count, f0); /* WCE on: no flush */
-        cdb[1] = 0x08;                                 /* FUA */
+        ck_assert_uint_eq(h_dev()->flush_count, f0); /* WCE on: no flush */
+        cdb[1] = 0x08;                               /* FUA */
         h_assert_good(h_run(cdb, 10, buf, 512, 512));
-        ck_assert_uint_eq(h.lun->bs->flush_count, f0 + 1);
+        ck_assert_uint_eq(h_dev()->flush_count, f0 + 1);
         /* WRITE AND VERIFY makes the data durable too */
         cdb[0] = 0x2e;
         cdb[1] = 0x02;
         h_assert_good(h_run(cdb, 10, buf, 512, 512));
-        ck_assert_uint_eq(h.lun->bs->flush_count, f0 + 2);
+        ck_assert_uint_eq(h_dev()->flush_count, f0 + 2);
         /* SYNCHRONIZE CACHE flushes what was written before it */
         cdb[0] = 0x2a;
         cdb[1] = 0;
         h_assert_good(h_run(cdb, 10, buf, 512, 512));
         uint8_t sync[10] = {0x35};
         h_assert_good(h_run(sync, 10, NULL, 0, 0));
-        ck_assert_uint_eq(h.lun->bs->flush_count, f0 + 3);
+        ck_assert_uint_eq(h_dev()->flush_count, f0 + 3);
         uint8_t sync16[16] = {0x91};
         put_be64(sync16 + 2, H_BLOCKS + 1);
         h_assert_sense(h_run(sync16, 16, NULL, 0, 0), 0x5, 0x21, 0x00);
@@ -484,7 +484,7 @@ static void assert_lba_run(uint64_t lba, uint32_t blocks, uint8_t status)
 START_TEST(unmap_partial_physical_blocks)
 {
         struct stat st;
-        ck_assert_int_eq(fstat(h.lun->bs->fd, &st), 0);
+        ck_assert_int_eq(fstat(h_dev()->fd, &st), 0);
         ck_assert_msg(st.st_blksize == 4096, "this test assumes 4 KiB filesystem blocks");
         uint8_t *buf = h_pattern(64 * 512, 33);
         h_assert_good(h_write10(0, 64, buf));
@@ -632,7 +632,7 @@ START_TEST(capacity_grows_live)
         cdb_rw10(cdb, 0x28, H_BLOCKS, 1);
         h_assert_sense(h_run(cdb, 10, NULL, 0, 512), 0x5, 0x21, 0x00);
 
-        ck_assert_int_eq(bs_set_file_size(h.lun->bs, (uint64_t)grown * H_BS), 0);
+        ck_assert_int_eq(bs_set_file_size(h_dev(), (uint64_t)grown * H_BS), 0);
         ck_assert_int_eq(scsi_lun_grow(h.lun, grown), 0);
         struct other_worker w = {.nx = &h.nx2};
         pthread_t th;
@@ -677,7 +677,7 @@ START_TEST(capacity_grows_live)
         scsi_nexus_init(&anon, h.target, "iqn.2024-01.org.tandem:anon");
         anon.id = 0;
         h_clear_ua(&anon);
-        ck_assert_int_eq(bs_set_file_size(h.lun->bs, (uint64_t)(grown + 8) * H_BS), 0);
+        ck_assert_int_eq(bs_set_file_size(h_dev(), (uint64_t)(grown + 8) * H_BS), 0);
         ck_assert_int_eq(scsi_lun_grow(h.lun, grown + 8), 0);
         ck_assert_uint_eq(tur_own_task(&anon), 0x062a09);
         ck_assert_uint_eq(tur_own_task(&anon), 0);
@@ -739,8 +739,9 @@ START_TEST(lun_absent_and_refcounts)
         scsi_lun_put(l);
         ck_assert_ptr_null(scsi_target_get_lun(h.target, 9));
         ck_assert_ptr_null(scsi_target_get_lun(h.target, SCSI_MAX_LUNS));
-        ck_assert_ptr_null(scsi_lun_create(SCSI_MAX_LUNS, h.lun->bs, 512));
-        ck_assert_ptr_null(scsi_lun_create(1, h.lun->bs, 520));
+        ck_assert_ptr_null(scsi_lun_create(SCSI_MAX_LUNS, h.lun->medium, 512, "x"));
+        ck_assert_ptr_null(scsi_lun_create(1, h.lun->medium, 520, "x"));
+        ck_assert_ptr_null(scsi_lun_create(1, NULL, 512, "x"));
 }
 END_TEST
 

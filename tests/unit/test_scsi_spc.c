@@ -86,8 +86,8 @@ END_TEST
 START_TEST(vpd_device_identification)
 {
         memcpy(h.lun->naa, "\x60\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f", 16);
-        h.lun->rel_port_id = 2;
-        h.lun->tpg_id = 0x1234;
+        struct tdm_access a = {.local_state = TDM_ACCESS_ACTIVE, .local_id = 0x1234};
+        tdm_medium_set_access(h.lun->medium, &a);
         struct scsi_task *t = inquiry(true, 0x83, 1024);
         h_assert_good(t);
         const uint8_t *d = t->data_in;
@@ -104,7 +104,7 @@ START_TEST(vpd_device_identification)
                         t10 = memcmp(p + 4, "TANDEM  ", 8) == 0 && (p[0] & 0x0f) == 2;
                         break;
                 case 0x14: /* target port, relative port */
-                        port = get_be16(p + 6) == 2 && (p[1] & 0x80);
+                        port = get_be16(p + 6) == 0x1234 && (p[1] & 0x80);
                         break;
                 case 0x15: /* target port, port group */
                         tpg = get_be16(p + 6) == 0x1234;
@@ -349,10 +349,10 @@ START_TEST(mode_select_wce)
         param[4 + 2] &= (uint8_t)~0x04;
         uint8_t *buf = h_pattern(512, 1);
         h_assert_good(h_write10(0, 1, buf)); /* cached: not flushed yet */
-        uint64_t flushes = h.lun->bs->flush_count;
+        uint64_t flushes = h_dev()->flush_count;
         h_assert_good(mode_select6(&h.nx, param, 24, 0x10));
         ck_assert(!atomic_load(&h.lun->wce));
-        ck_assert_uint_gt(h.lun->bs->flush_count, flushes); /* cached data made durable */
+        ck_assert_uint_gt(h_dev()->flush_count, flushes); /* cached data made durable */
         t = mode_sense6(&h.nx, 1, 0, 0x08, 0, 255);
         ck_assert_int_eq(t->data_in[4 + 2] & 0x04, 0);
         /* The other nexus is told; the one that changed it is not. */
@@ -360,9 +360,9 @@ START_TEST(mode_select_wce)
         h_assert_sense(h_run_on(&h.nx2, tur, 6, NULL, 0, 0), 0x6, 0x2a, 0x01);
         h_assert_good(h_run_on(&h.nx2, tur, 6, NULL, 0, 0));
         /* With the cache off every write is flushed before GOOD. */
-        flushes = h.lun->bs->flush_count;
+        flushes = h_dev()->flush_count;
         h_assert_good(h_write10(0, 1, buf));
-        ck_assert_uint_eq(h.lun->bs->flush_count, flushes + 1);
+        ck_assert_uint_eq(h_dev()->flush_count, flushes + 1);
         free(buf);
         /* Setting the same value again changes nothing and raises nothing. */
         h_assert_good(mode_select6(&h.nx2, param, 24, 0x10));
@@ -423,12 +423,12 @@ START_TEST(prevent_allow_and_start_stop)
         prevent[4] = 0;
         h_assert_good(h_run(prevent, 6, NULL, 0, 0));
         h_assert_good(h_run(eject, 6, NULL, 0, 0));
-        uint64_t flushes = h.lun->bs->flush_count;
+        uint64_t flushes = h_dev()->flush_count;
         uint8_t *buf = h_pattern(512, 3);
         h_assert_good(h_write10(1, 1, buf));
         free(buf);
         h_assert_good(h_run(stop, 6, NULL, 0, 0)); /* stop flushes the cache */
-        ck_assert_uint_gt(h.lun->bs->flush_count, flushes);
+        ck_assert_uint_gt(h_dev()->flush_count, flushes);
         h_assert_good(h_run(tur, 6, NULL, 0, 0)); /* a virtual disk stays ready */
         prevent[4] = 0x04;
         h_assert_invalid_cdb(h_run(prevent, 6, NULL, 0, 0), 4, 2);

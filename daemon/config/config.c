@@ -2,6 +2,7 @@
  * The configuration model: defaults, parsing (libconfig), validation with messages that
  * name the field, atomic save, and the edits the admin plane applies.
  */
+#include "tandem/fsutil.h"
 #include "tandem/config.h"
 #include "tandem/config_repl.h"
 #include "tandem/repl.h"
@@ -1871,18 +1872,6 @@ static void config_to_tree(const struct tdm_config *cfg, config_t *lc)
                 tree_target(targets, &cfg->targets[i]);
 }
 
-static int fsync_dir_of(const char *path)
-{
-        char copy[4096];
-        snprintf(copy, sizeof(copy), "%s", path);
-        int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        int rc = fsync(fd) < 0 ? -errno : 0;
-        close(fd);
-        return rc;
-}
-
 static const char save_header[] =
     "# tandem configuration (libconfig syntax). Rewritten by tandemd when the admin\n"
     "# changes targets, LUNs, ACLs or CHAP: comments are not kept. See\n"
@@ -1929,7 +1918,7 @@ int tdm_config_save(const char *path, const struct tdm_config *cfg, char *err, s
                 rc = -errno;
                 goto out_unlink;
         }
-        rc = fsync_dir_of(path);
+        rc = tdm_fsync_parent_dir(path);
         if (rc < 0)
                 return fail(err, errlen, rc, path, "saved, but syncing its directory failed: %s",
                             strerror(-rc));

@@ -76,13 +76,14 @@ static struct reg_target *live_find(const char *iqn)
  * (the medium may hold a torn write until then); a journal that cannot be opened only
  * limits atomic writes to one block, and is logged.
  */
-static int lun_attach_journal(struct scsi_lun *lun, const struct tdm_lun_cfg *l, const char *field,
-                              char *err, size_t errlen)
+static int lun_attach_journal(struct scsi_lun *lun, struct tdm_medium *local,
+                              const struct tdm_lun_cfg *l, const char *field, char *err,
+                              size_t errlen)
 {
         char path[4096 + 64], f[256];
         snprintf(path, sizeof(path), "%s/lun-%s.atomic", reg.cfg.state_dir, l->naa);
         snprintf(f, sizeof(f), "%s%spath", field, *field ? "." : "");
-        int rc = scsi_lun_attach_atomic_journal(lun, path);
+        int rc = scsi_lun_attach_atomic_journal(lun, path, local);
         if (rc == -EIO)
                 return fail(err, errlen, rc, f,
                             "completing the atomic writes a crash interrupted (journal %s) "
@@ -95,29 +96,36 @@ static int lun_attach_journal(struct scsi_lun *lun, const struct tdm_lun_cfg *l,
         return 0;
 }
 
-/* Replicated LUN: its metadata is opened and its replicator starts (as Secondary). */
-static int lun_attach_replication(struct scsi_lun *lun, const struct tdm_lun_cfg *l,
-                                  const char *iqn, const char *field, char *err, size_t errlen)
+/*
+ * Replicated LUN: its metadata is opened and the replicator wraps this node's medium; the
+ * LUN is built on the replicated medium. On failure local is still the caller's.
+ */
+static int medium_replicate(struct tdm_medium *local, const struct tdm_lun_cfg *l, const char *iqn,
+                            const char *field, struct repl_lun **out, char *err, size_t errlen)
 {
         char why[512];
-        struct repl_lun *r;
-        int rc =
-            repl_lun_create(lun, l, iqn, reg.cfg.node_id, reg.cfg.state_dir, &r, why, sizeof(why));
-        if (rc < 0)
-                return fail(err, errlen, rc, field, "replication: %s", why);
-        rc = repl_lun_start(r);
-        if (rc < 0) {
-                repl_lun_destroy(r);
-                return fail(err, errlen, rc, field, "replication: cannot start: %s", strerror(-rc));
-        }
-        return 0;
+        int rc = repl_lun_create(local, l, iqn, reg.cfg.node_id, reg.cfg.state_dir, out, why,
+                                 sizeof(why));
+        return rc < 0 ? fail(err, errlen, rc, field, "replication: %s", why) : 0;
 }
 
-/* Stops a LUN's replicator (before the LUN leaves its target). */
+/* Stops a LUN's replicator, if it has one (before the LUN leaves its target). */
 static void lun_detach_replication(struct scsi_lun *lun)
 {
-        if (lun->repl)
-                repl_lun_destroy(lun->repl);
+        repl_lun_stop(repl_lun_from_medium(lun->medium));
+}
+
+/* The backing store under a LUN, replicated or not. */
+static struct bs_dev *lun_dev(struct scsi_lun *lun)
+{
+        struct repl_lun *r = repl_lun_from_medium(lun->medium);
+        return bs_medium_dev(r ? repl_lun_local(r) : lun->medium);
+}
+
+/* A LUN whose node serves it (ALUA active): a Primary's replicator is in its write path. */
+static bool lun_serving(struct scsi_lun *lun)
+{
+        return tdm_medium_access(lun->medium).local_state == TDM_ACCESS_ACTIVE;
 }
 
 /*
@@ -171,10 +179,26 @@ static int lun_build(const struct tdm_lun_cfg *l, const char *iqn, const char *f
                 log_info("LUN %" PRIu64 " (%s): %" PRIu64
                          " bytes, more than the configured %" PRIu64 ": all of them are exported",
                          l->lun, l->path, bs->size, l->size);
-        struct scsi_lun *lun = scsi_lun_create(l->lun, bs, l->block_size);
-        if (!lun) {
+        struct tdm_medium *local = NULL, *top = NULL;
+        struct repl_lun *r = NULL;
+        if (bs_medium_create(bs, &local) < 0) {
                 rc = fail(err, errlen, -ENOMEM, NULL, "out of memory");
                 goto out_close;
+        }
+        top = local;
+        if (l->repl.enabled) {
+                rc = medium_replicate(local, l, iqn, field, &r, err, errlen);
+                if (rc < 0) {
+                        tdm_medium_destroy(local); /* closes the backing store */
+                        goto out_removed;
+                }
+                top = repl_lun_medium(r);
+        }
+        struct scsi_lun *lun = scsi_lun_create(l->lun, top, l->block_size, l->path);
+        if (!lun) {
+                tdm_medium_destroy(top);
+                rc = fail(err, errlen, -ENOMEM, NULL, "out of memory");
+                goto out_removed;
         }
         snprintf(f, sizeof(f), "%s%sphysical_block_size", field, *field ? "." : "");
         if (scsi_lun_set_physical_block_size(lun, l->physical_block_size) < 0) {
@@ -193,19 +217,20 @@ static int lun_build(const struct tdm_lun_cfg *l, const char *iqn, const char *f
         lun->thin = l->thin;
         lun->read_only = l->readonly;
         atomic_store(&lun->wce, l->wce);
-        if ((!l->readonly && (rc = lun_attach_journal(lun, l, field, err, errlen)) < 0) ||
-            (l->repl.enabled &&
-             (rc = lun_attach_replication(lun, l, iqn, field, err, errlen)) < 0)) {
-                scsi_lun_put(lun); /* closes the backing store */
-                if (*created)
-                        unlink(l->path);
-                *created = false;
-                return rc;
+        if (!l->readonly && (rc = lun_attach_journal(lun, local, l, field, err, errlen)) < 0)
+                goto out_lun;
+        if (r && (rc = repl_lun_start(r)) < 0) {
+                rc = fail(err, errlen, rc, field, "replication: cannot start: %s", strerror(-rc));
+                goto out_lun;
         }
         *out = lun;
         return 0;
+out_lun:
+        scsi_lun_put(lun); /* destroys the media and closes the backing store */
+        goto out_removed;
 out_close:
         bs_close(bs);
+out_removed:
         if (*created)
                 unlink(l->path);
         *created = false;
@@ -635,7 +660,7 @@ int tdm_registry_lun_del(const char *iqn, uint64_t lun, char *err, size_t errlen
         struct reg_target *rt = live_find(iqn);
         struct scsi_lun *sl = rt ? scsi_target_get_lun(rt->st, lun) : NULL;
         /* A Primary's replicator is in the write path of every session: demote first. */
-        if (sl && sl->repl && !atomic_load(&sl->standby))
+        if (sl && repl_lun_from_medium(sl->medium) && lun_serving(sl))
                 rc = fail(err, errlen, -EBUSY, "lun",
                           "LUN %" PRIu64 " is replicated and Primary here; demote it first", lun);
         if (rc < 0 || (rc = tdm_config_del_lun(&copy, iqn, lun, err, errlen)) < 0 ||
@@ -728,7 +753,7 @@ static int resize_plan_file(const struct tdm_lun_cfg *l, struct scsi_lun *sl, ui
                             "): shrinking is refused (it would cut off the end of the "
                             "filesystem or VMFS datastore on it)",
                             size, p->old_bytes);
-        int rc = bs_probe_size(sl->bs, &p->file_before);
+        int rc = bs_probe_size(lun_dev(sl), &p->file_before);
         if (rc < 0)
                 return fail(err, errlen, rc, "path", "cannot read the size of %s: %s", l->path,
                             strerror(-rc));
@@ -747,7 +772,7 @@ static int resize_plan_device(const struct tdm_lun_cfg *l, struct scsi_lun *sl, 
                               struct resize_plan *p, char *err, size_t errlen)
 {
         uint64_t dev;
-        int rc = bs_probe_size(sl->bs, &dev);
+        int rc = bs_probe_size(lun_dev(sl), &dev);
         if (rc < 0)
                 return fail(err, errlen, rc, "path", "cannot read the size of %s: %s", l->path,
                             strerror(-rc));
@@ -778,20 +803,22 @@ static int resize_commit(struct tdm_config *copy, const char *iqn, struct scsi_l
         int rc = tdm_config_set_lun_size(copy, iqn, sl->id, p->config_size, err, errlen);
         if (rc < 0)
                 return rc;
-        bool grow_file = !sl->bs->is_blockdev && p->new_bytes > p->file_before;
-        if (grow_file && (rc = bs_set_file_size(sl->bs, p->new_bytes)) < 0)
+        struct bs_dev *bs = lun_dev(sl);
+        bool grow_file = !bs->is_blockdev && p->new_bytes > p->file_before;
+        if (grow_file && (rc = bs_set_file_size(bs, p->new_bytes)) < 0)
                 return fail(err, errlen, rc, "size", "cannot grow %s to %" PRIu64 " bytes: %s",
-                            sl->bs->path, p->new_bytes, strerror(-rc));
+                            bs->path, p->new_bytes, strerror(-rc));
         if ((rc = edit_commit_file(copy, err, errlen)) < 0) {
-                int undo = grow_file ? bs_set_file_size(sl->bs, p->file_before) : 0;
+                int undo = grow_file ? bs_set_file_size(bs, p->file_before) : 0;
                 if (undo < 0)
                         log_err("admin: %s stays grown to %" PRIu64 " bytes (cannot undo: %s)",
-                                sl->bs->path, p->new_bytes, strerror(-undo));
+                                bs->path, p->new_bytes, strerror(-undo));
                 return rc;
         }
-        if (sl->bs->is_blockdev && (rc = bs_refresh_size(sl->bs)) < 0)
-                log_warn("admin: %s: re-reading its size: %s (the LUN grows anyway)", sl->bs->path,
+        if (bs->is_blockdev && (rc = bs_refresh_size(bs)) < 0)
+                log_warn("admin: %s: re-reading its size: %s (the LUN grows anyway)", bs->path,
                          strerror(-rc));
+        atomic_store(&sl->medium->size, p->new_bytes);
         /* Cannot fail: admin operations are serialised and the plan only grows. */
         scsi_lun_grow(sl, p->new_bytes / sl->block_size);
         publish_config(copy);
@@ -818,7 +845,7 @@ int tdm_registry_lun_resize(const char *iqn, uint64_t lun, uint64_t size, uint64
         if (!sl)
                 return edit_end(&copy, fail(err, errlen, -ENODEV, "lun",
                                             "LUN %" PRIu64 " of %s is not open", lun, t->iqn));
-        if (sl->repl) {
+        if (repl_lun_from_medium(sl->medium)) {
                 scsi_lun_put(sl);
                 return edit_end(&copy, fail(err, errlen, -EOPNOTSUPP, "lun",
                                             "LUN %" PRIu64 " is replicated: growing a replicated "
@@ -828,8 +855,8 @@ int tdm_registry_lun_resize(const char *iqn, uint64_t lun, uint64_t size, uint64
         struct resize_plan p = {.old_bytes = atomic_load(&sl->num_blocks) * sl->block_size};
         char path[sizeof(l->path)];
         snprintf(path, sizeof(path), "%s", l->path);
-        rc = sl->bs->is_blockdev ? resize_plan_device(l, sl, size, &p, err, errlen)
-                                 : resize_plan_file(l, sl, size, &p, err, errlen);
+        rc = lun_dev(sl)->is_blockdev ? resize_plan_device(l, sl, size, &p, err, errlen)
+                                      : resize_plan_file(l, sl, size, &p, err, errlen);
         /* The same size again (a repeated command, no lvextend yet): nothing to save or tell. */
         if (rc == 0 && p.new_bytes != p.old_bytes)
                 rc = resize_commit(&copy, iqn, sl, &p, err, errlen);

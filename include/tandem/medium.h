@@ -1,0 +1,166 @@
+/*
+ * The medium: what a LUN's blocks live on, as the SCSI layer sees it. Asynchronous read,
+ * write (FUA), flush, write-zeroes and unmap, each completing through a callback, plus LBA
+ * range locks that give overlapping commands an order and make multi-step commands atomic.
+ *
+ * Two implementations: the backstore (a file or a block device on this node) and the
+ * replicator (a local medium plus the peer link: a change is done when both have it).
+ * The SCSI layer never knows which one it talks to.
+ *
+ * Threads. A request submitted on a net loop completes on that loop (io->done runs there);
+ * one submitted from a thread that runs no loop may complete on any thread, possibly before
+ * submit returns (tdm_medium_run() waits for it). Callers order overlapping changes
+ * themselves with the range locks: a medium may run requests in flight in any order.
+ */
+#ifndef TANDEM_MEDIUM_H
+#define TANDEM_MEDIUM_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tandem/net.h"
+
+enum tdm_mio_op {
+        TDM_MIO_READ = 0,
+        TDM_MIO_WRITE = 1,
+        TDM_MIO_WRITE_ZEROES = 2,
+        TDM_MIO_UNMAP = 3, /* deallocate; reads return zeroes afterwards */
+        TDM_MIO_FLUSH = 4, /* every write completed before submit is durable (off, len unused) */
+};
+
+#define TDM_MIO_FUA 0x1u /* the write is durable when it completes */
+
+struct tdm_medium;
+
+/* One request. The submitter fills the first block; the medium owns the rest in flight. */
+struct tdm_mio {
+        enum tdm_mio_op op;
+        uint32_t flags;
+        uint64_t off, len;
+        void *buf; /* READ: filled; WRITE: the data (must stay valid until done) */
+        void (*done)(struct tdm_mio *io);
+        void *arg;  /* the submitter's */
+        int result; /* set before done: 0 or -errno */
+
+        /* The medium's, while in flight. */
+        struct tdm_medium *medium;
+        struct net_loop *loop;
+        struct net_post post;
+        struct net_work work; /* for implementations that run it on the pool */
+        void *impl;
+        uint64_t impl_seq;
+        int impl_state;
+};
+
+/* Provisioning of a byte range (GET LBA STATUS). */
+struct tdm_lba_status {
+        bool mapped;
+        uint64_t run_len; /* bytes from off with that status */
+};
+
+/*
+ * Who serves the LUN, as ALUA reports it: this node's port group (standby or active) and,
+ * for a replicated LUN, the peer's. Ids are node ids, the same on every node of a pair.
+ */
+enum tdm_access_state {
+        TDM_ACCESS_ACTIVE = 0x0,      /* ALUA active/optimized */
+        TDM_ACCESS_STANDBY = 0x2,     /* ALUA standby */
+        TDM_ACCESS_UNAVAILABLE = 0x3, /* ALUA unavailable */
+        TDM_ACCESS_TRANSITIONING = 0xf,
+};
+
+struct tdm_access {
+        uint8_t local_state; /* enum tdm_access_state */
+        uint16_t local_id;   /* this node's port group and relative port (0: the default 1) */
+        uint16_t peer_id;    /* 0: no peer group */
+        uint8_t peer_state;  /* enum tdm_access_state */
+};
+
+struct tdm_medium_ops {
+        /* Starts io; io->done runs once, with io->result set. */
+        void (*submit)(struct tdm_medium *m, struct tdm_mio *io);
+        /* Synchronous, cheap: the provisioning at off (a medium without holes: mapped). */
+        int (*lba_status)(struct tdm_medium *m, uint64_t off, uint64_t max_len,
+                          struct tdm_lba_status *out);
+        /* A hint that a range will be read soon (may be NULL). */
+        void (*prefetch)(struct tdm_medium *m, uint64_t off, uint64_t len);
+        /* Publishes the access state now (may be NULL): the replicator asks its peer view. */
+        void (*refresh_access)(struct tdm_medium *m);
+        void (*destroy)(struct tdm_medium *m);
+};
+
+/* A held or waited-for range. Embedded in the holder's object. */
+struct tdm_range {
+        uint64_t off, len;
+        bool shared;                          /* readers share; a writer holds its range alone */
+        void (*granted)(struct tdm_range *r); /* a lock that had to wait: runs on r's loop */
+        void *arg;
+
+        /* The lock table's. */
+        struct tdm_range *next, *prev;
+        struct net_loop *loop;
+        struct net_post post;
+        bool waiting;
+        pthread_cond_t *waiter; /* tdm_range_lock_wait's */
+};
+
+struct tdm_range_table {
+        pthread_mutex_t lock;
+        struct tdm_range *held;                  /* unordered */
+        struct tdm_range *wait_head, *wait_tail; /* FIFO */
+};
+
+struct tdm_medium {
+        const struct tdm_medium_ops *ops;
+        _Atomic uint64_t size; /* bytes */
+        struct tdm_range_table ranges;
+        _Atomic uint64_t access; /* struct tdm_access, packed */
+        /* Told after every change of the access state (set once by the layer above). */
+        void (*access_changed)(void *arg);
+        void *access_arg;
+};
+
+/* For implementations: set up the common part. */
+void tdm_medium_init(struct tdm_medium *m, const struct tdm_medium_ops *ops, uint64_t size);
+void tdm_medium_fini(struct tdm_medium *m);
+/* Implementations complete a request with this: io->done on the submitter's loop. */
+void tdm_mio_complete(struct tdm_mio *io, int result);
+
+/* Submits io (records the caller's loop, so done comes back to it). */
+void tdm_medium_submit(struct tdm_medium *m, struct tdm_mio *io);
+/*
+ * For threads that may block (resync, admin, tests): submits and waits; returns io->result.
+ * Never on a net loop thread.
+ */
+int tdm_medium_run(struct tdm_medium *m, struct tdm_mio *io);
+/* Shorthands for tdm_medium_run. */
+int tdm_medium_read(struct tdm_medium *m, void *buf, uint64_t len, uint64_t off);
+int tdm_medium_write(struct tdm_medium *m, const void *buf, uint64_t len, uint64_t off,
+                     uint32_t flags);
+int tdm_medium_flush(struct tdm_medium *m);
+int tdm_medium_change(struct tdm_medium *m, enum tdm_mio_op op, uint64_t off, uint64_t len);
+void tdm_medium_destroy(struct tdm_medium *m);
+
+static inline uint64_t tdm_medium_size(const struct tdm_medium *m)
+{
+        return atomic_load_explicit(&m->size, memory_order_relaxed);
+}
+
+/* Access state: the implementation publishes (telling access_changed), SCSI reads. */
+void tdm_medium_set_access(struct tdm_medium *m, const struct tdm_access *a);
+struct tdm_access tdm_medium_access(const struct tdm_medium *m);
+
+/*
+ * Range locks. tdm_range_lock returns true when r is held now; false when it waits, and
+ * r->granted(r) then runs on the caller's loop once it is held (waiters are served in the
+ * order they came: a writer is not starved by a stream of readers). A thread on no loop
+ * uses tdm_range_lock_wait, which blocks. len 0 locks nothing (always granted).
+ */
+bool tdm_range_lock(struct tdm_medium *m, struct tdm_range *r);
+void tdm_range_lock_wait(struct tdm_medium *m, struct tdm_range *r);
+void tdm_range_unlock(struct tdm_medium *m, struct tdm_range *r);
+
+#endif
