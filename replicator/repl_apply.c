@@ -260,6 +260,35 @@ static int on_verify(struct repl_lun *r, struct rx_state *st, const struct repl_
         return src;
 }
 
+/*
+ * A state record of the logical unit: from a Primary (its change, or its set on connect) or
+ * from our sync source. Stored on this node's medium; the LU above hears of it.
+ */
+static int on_lu_state(struct repl_lun *r, struct rx_state *st, const struct repl_rx *rx)
+{
+        const Tandem__Repl__LuState *m = (const Tandem__Repl__LuState *)rx->msg;
+        pthread_mutex_lock(&r->lock);
+        bool from_source =
+            r->peer.side.role == REPL_ROLE_PRIMARY || r->conn == REPL_CONN_SYNC_TARGET;
+        bool primary = r->sb.role == REPL_ROLE_PRIMARY;
+        pthread_mutex_unlock(&r->lock);
+        if (primary || !from_source)
+                return protocol_error(r, "peer sent %s while it is not the source", "LU state");
+        if (m->id >= TDM_STATE_RECORDS || rx->f.payload_len > TDM_STATE_MAX_BYTES)
+                return protocol_error(r, "malformed %s from peer", "LU state");
+        const void *payload = NULL;
+        int rc = payload_in(st, rx->f.payload_len, &payload);
+        if (rc < 0)
+                return rc;
+        rc = tdm_medium_state_put(r->local, m->id, payload, rx->f.payload_len,
+                                  m->persist ? TDM_MIO_PERSIST : 0);
+        if (rc < 0)
+                return apply_failed(r, 0, 0, rc, "state record");
+        if (r->medium.state_changed)
+                r->medium.state_changed(r->medium.access_arg, m->id);
+        return 0;
+}
+
 static int on_scsi_state(struct repl_lun *r, const struct repl_rx *rx)
 {
         const Tandem__Repl__ScsiState *m = (const Tandem__Repl__ScsiState *)rx->msg;
@@ -303,6 +332,8 @@ static int on_data_message(struct repl_lun *r, struct rx_state *st, struct repl_
                 return on_verify(r, st, rx);
         case TANDEM__REPL__MSG_TYPE__MSG_SCSI_STATE:
                 return on_scsi_state(r, rx);
+        case TANDEM__REPL__MSG_TYPE__MSG_LU_STATE:
+                return on_lu_state(r, st, rx);
         default:
                 return protocol_error(r, "unexpected %s on the data channel",
                                       repl_msg_name(rx->f.type));
@@ -323,6 +354,8 @@ static uint64_t data_seq(const struct repl_rx *rx)
                 return ((const Tandem__Repl__VerifyRequest *)rx->msg)->seq;
         case TANDEM__REPL__MSG_TYPE__MSG_SCSI_STATE:
                 return ((const Tandem__Repl__ScsiState *)rx->msg)->seq;
+        case TANDEM__REPL__MSG_TYPE__MSG_LU_STATE:
+                return ((const Tandem__Repl__LuState *)rx->msg)->seq;
         default:
                 return 0;
         }

@@ -202,7 +202,7 @@ static int channel_open(struct repl_lun *r, int channel, int *out)
 /* A connection nobody waits for: authenticate it only to log who it was, then close. */
 static void refuse_stray(struct repl_lun *r)
 {
-        int fd;
+        int fd = -1;
         char from[160];
         if (accept_within(r, 0, &fd, from, sizeof(from)) < 0)
                 return;
@@ -666,8 +666,11 @@ static int establish(struct repl_lun *r, bool *standalone)
         pthread_mutex_lock(&r->send_lock);
         r->next_seq = 1;
         r->in_ack_set = true;
-        /* Seq 1, before any write can take a number: identity and role. */
+        /* Seq 1, before any write can take a number: identity and role; then, from the node
+         * whose data wins, the logical unit's state records. */
         int src = send_scsi_state_locked(r, r->sb.role);
+        if (src == 0 && (r->sb.role == REPL_ROLE_PRIMARY || decision_is_source(d)))
+                src = repl_queue_lu_state_snapshot_locked(r);
         pthread_mutex_unlock(&r->send_lock);
         pthread_mutex_unlock(&r->lock);
         if (src < 0)

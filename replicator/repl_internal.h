@@ -41,7 +41,8 @@ enum repl_op_kind {
         REPL_OP_FLUSH = 4,
         REPL_OP_RESYNC = 5,
         REPL_OP_VERIFY = 6,
-        REPL_OP_STATE = 7,
+        REPL_OP_STATE = 7,    /* identity and role */
+        REPL_OP_LU_STATE = 8, /* a state record of the logical unit */
 };
 
 #define REPL_HEAD_INLINE 96 /* frame header + a Write message fit here */
@@ -211,6 +212,9 @@ bool repl_stopping(struct repl_lun *r);
 /* The wire form of generations; hist must hold 2 ids and live as long as m. */
 struct Tandem__Repl__Generations;
 void repl_gen_to_msg(const struct repl_gen *g, struct Tandem__Repl__Generations *m, uint64_t *hist);
+/* The logical unit's state records, all of them, after the role (the node whose data wins
+ * sends them on connect; send_lock held, peer in the ack set). */
+int repl_queue_lu_state_snapshot_locked(struct repl_lun *r);
 /* Identity and role on the data channel, ordered with the writes (first after connect,
  * and on every role change). */
 int repl_send_scsi_state(struct repl_lun *r);

@@ -35,6 +35,8 @@ static enum repl_op_kind op_kind(enum tdm_mio_op op)
                 return REPL_OP_ZERO;
         case TDM_MIO_UNMAP:
                 return REPL_OP_UNMAP;
+        case TDM_MIO_STATE:
+                return REPL_OP_LU_STATE;
         default:
                 return REPL_OP_FLUSH;
         }
@@ -79,9 +81,43 @@ static void local_done(struct tdm_mio *lio)
 
 /* ---- the peer's part ---- */
 
+/* A state record: the caller's bytes go as the payload (no payload: the record is gone). */
+static int queue_lu_state_locked(struct repl_lun *r, struct repl_req *req, unsigned id,
+                                 const void *buf, uint32_t len, bool persist)
+{
+        Tandem__Repl__LuState m = TANDEM__REPL__LU_STATE__INIT;
+        m.id = id;
+        m.persist = persist;
+        return repl_queue_data_locked(r, req, TANDEM__REPL__MSG_TYPE__MSG_LU_STATE, &m,
+                                      len ? buf : NULL, len);
+}
+
+int repl_queue_lu_state_snapshot_locked(struct repl_lun *r)
+{
+        for (unsigned id = 0; id < TDM_STATE_RECORDS; id++) {
+                bool persist = false;
+                size_t len = tdm_medium_state_get(r->local, id, NULL, 0, NULL);
+                struct repl_req *req = repl_req_new(REPL_OP_LU_STATE, len ? len : 1);
+                if (!req)
+                        return -ENOMEM;
+                len = tdm_medium_state_get(r->local, id, req->owned, len, &persist);
+                req->off = id;
+                int rc = queue_lu_state_locked(r, req, id, req->owned, (uint32_t)len, persist);
+                if (rc < 0) {
+                        repl_req_put(req);
+                        repl_req_put(req);
+                        return rc;
+                }
+        }
+        return 0;
+}
+
 static int queue_change_locked(struct repl_lun *r, struct repl_write *w)
 {
         struct repl_req *req = &w->req;
+        if (req->kind == REPL_OP_LU_STATE)
+                return queue_lu_state_locked(r, req, (unsigned)w->io->off, w->io->buf,
+                                             (uint32_t)w->io->len, w->io->flags & TDM_MIO_PERSIST);
         if (req->kind == REPL_OP_FLUSH) {
                 Tandem__Repl__Flush m = TANDEM__REPL__FLUSH__INIT;
                 return repl_queue_data_locked(r, req, TANDEM__REPL__MSG_TYPE__MSG_FLUSH, &m, NULL,
@@ -199,8 +235,8 @@ static void repl_submit(struct tdm_medium *m, struct tdm_mio *io)
         w->req.w = w;
         w->req.kind = op_kind(io->op);
         w->req.off = io->off;
-        w->req.len = io->op == TDM_MIO_FLUSH ? 0 : io->len;
-        atomic_init(&w->pending, 4); /* local, peer, sender, starting */
+        w->req.len = io->op == TDM_MIO_FLUSH ? 0 : io->len; /* a state record: its bytes */
+        atomic_init(&w->pending, 4);                        /* local, peer, sender, starting */
         if (!is_change(w->req.kind) || w->req.len == 0) {
                 start_both(w);
                 return;
@@ -313,6 +349,12 @@ void repl_fail_inflight(struct repl_lun *r)
 
 /* ---- the rest of the medium ---- */
 
+static size_t repl_state_get(struct tdm_medium *m, unsigned id, void *buf, size_t cap,
+                             bool *persist)
+{
+        return tdm_medium_state_get(repl_of(m)->local, id, buf, cap, persist);
+}
+
 static int repl_lba_status(struct tdm_medium *m, uint64_t off, uint64_t max_len,
                            struct tdm_lba_status *out)
 {
@@ -353,5 +395,6 @@ const struct tdm_medium_ops repl_medium_ops = {
     .lba_status = repl_lba_status,
     .prefetch = repl_prefetch,
     .refresh_access = repl_refresh_access,
+    .state_get = repl_state_get,
     .destroy = repl_destroy,
 };

@@ -55,6 +55,7 @@ static const struct msg_type_info msg_types[] = {
                                                 &tandem__repl__scsi_state__descriptor},
     [TANDEM__REPL__MSG_TYPE__MSG_DISCONNECT] = {"DISCONNECT",
                                                 &tandem__repl__disconnect__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_LU_STATE] = {"LU_STATE", &tandem__repl__lu_state__descriptor},
 };
 
 const ProtobufCMessageDescriptor *repl_msg_descriptor(uint8_t type)

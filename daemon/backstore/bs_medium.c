@@ -12,6 +12,7 @@
 struct bs_medium {
         struct tdm_medium m; /* first */
         struct bs_dev *bs;
+        struct tdm_state_store *state;
 };
 
 static struct bs_dev *bs_of(struct tdm_medium *m)
@@ -28,6 +29,10 @@ static int run_sync(struct bs_dev *bs, struct tdm_mio *io)
 {
         int rc;
         switch (io->op) {
+        case TDM_MIO_STATE:
+                return tdm_state_store_put(((struct bs_medium *)io->medium)->state,
+                                           (unsigned)io->off, io->buf, io->len,
+                                           io->flags & TDM_MIO_PERSIST);
         case TDM_MIO_READ:
                 return bs_read(bs, io->buf, io->len, io->off);
         case TDM_MIO_WRITE:
@@ -78,6 +83,16 @@ static int bsm_lba_status(struct tdm_medium *m, uint64_t off, uint64_t max_len,
         return bs_lba_status(bs_of(m), off, max_len, &out->mapped, &out->run_len);
 }
 
+static size_t bsm_state_get(struct tdm_medium *m, unsigned id, void *buf, size_t cap, bool *persist)
+{
+        return tdm_state_store_get(((struct bs_medium *)m)->state, id, buf, cap, persist);
+}
+
+int bs_medium_attach_state(struct tdm_medium *m, const char *path)
+{
+        return tdm_state_store_attach(((struct bs_medium *)m)->state, path);
+}
+
 static void bsm_prefetch(struct tdm_medium *m, uint64_t off, uint64_t len)
 {
         bs_prefetch(bs_of(m), off, len);
@@ -87,6 +102,7 @@ static void bsm_destroy(struct tdm_medium *m)
 {
         struct bs_medium *b = (struct bs_medium *)m;
         tdm_medium_fini(m);
+        tdm_state_store_free(b->state);
         bs_close(b->bs);
         free(b);
 }
@@ -95,6 +111,7 @@ static const struct tdm_medium_ops bs_medium_ops = {
     .submit = bsm_submit,
     .lba_status = bsm_lba_status,
     .prefetch = bsm_prefetch,
+    .state_get = bsm_state_get,
     .destroy = bsm_destroy,
 };
 
@@ -104,6 +121,11 @@ int bs_medium_create(struct bs_dev *bs, struct tdm_medium **out)
         if (!b)
                 return -ENOMEM;
         b->bs = bs;
+        b->state = tdm_state_store_new();
+        if (!b->state) {
+                free(b);
+                return -ENOMEM;
+        }
         tdm_medium_init(&b->m, &bs_medium_ops, bs->size);
         *out = &b->m;
         return 0;

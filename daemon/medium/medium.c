@@ -110,6 +110,24 @@ int tdm_medium_change(struct tdm_medium *m, enum tdm_mio_op op, uint64_t off, ui
         return tdm_medium_run(m, &io);
 }
 
+/* ---- state records ---- */
+
+size_t tdm_medium_state_get(struct tdm_medium *m, unsigned id, void *buf, size_t cap,
+                            bool *persist)
+{
+        if (persist)
+                *persist = false;
+        return m->ops->state_get ? m->ops->state_get(m, id, buf, cap, persist) : 0;
+}
+
+int tdm_medium_state_put(struct tdm_medium *m, unsigned id, const void *buf, size_t len,
+                         uint32_t flags)
+{
+        struct tdm_mio io = {
+            .op = TDM_MIO_STATE, .flags = flags, .off = id, .len = len, .buf = (void *)buf};
+        return tdm_medium_run(m, &io);
+}
+
 /* ---- access state: one 64-bit word, so readers never see half an update ---- */
 
 static uint64_t access_pack(const struct tdm_access *a)

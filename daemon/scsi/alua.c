@@ -88,6 +88,7 @@ void scsi_lun_alua_init(struct scsi_lun *lun)
         atomic_init(&scsi_lun_private(lun)->alua_published, alua_states_now(lun));
         lun->medium->access_arg = lun;
         lun->medium->access_changed = alua_access_changed;
+        lun->medium->state_changed = scsi_lun_state_changed;
 }
 
 /* This node's group and port ids: the medium's, or 1 for a LUN of this node alone. */

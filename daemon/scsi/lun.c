@@ -75,6 +75,7 @@ void scsi_lun_put(struct scsi_lun *lun)
         struct scsi_lun_private *priv = scsi_lun_private(lun);
         scsi_journal_close(priv->journal);
         lun->medium->access_changed = NULL;
+        lun->medium->state_changed = NULL;
         tdm_medium_destroy(lun->medium);
         free(priv->name);
         free(priv);

@@ -166,6 +166,28 @@ void scsi_journal_fail(struct scsi_atomic_journal *j, int rc);
 /* Erases the file when every record was retired; keeps it for replay otherwise. */
 void scsi_journal_close(struct scsi_atomic_journal *j);
 
+/* lu_state.c: the LU's state records on its medium (TDM_MIO_STATE ids). */
+enum scsi_state_id {
+        SCSI_STATE_PR = 0,      /* persistent reservations: registrations, holder, generation */
+        SCSI_STATE_RESERVE = 1, /* the SPC-2 reservation's holder */
+        SCSI_STATE_MODE = 2,    /* changeable mode page values */
+        SCSI_STATE_UA = 3,      /* unit attentions owed to named I_T nexuses */
+        SCSI_STATE_IDS
+};
+/*
+ * Stores a record on every copy of the medium (blocking: pool or a loop-less thread); 0 or
+ * -errno (logged). persist: it survives a restart of every node (APTPL).
+ */
+int scsi_lun_state_store(struct scsi_lun *lun, enum scsi_state_id id, const void *buf, size_t len,
+                         bool persist);
+size_t scsi_lun_state_load(struct scsi_lun *lun, enum scsi_state_id id, void *buf, size_t cap,
+                           bool *persist);
+/* The medium's state_changed callback: a record arrived from the other copy. */
+void scsi_lun_state_changed(void *arg, unsigned id);
+
+/* pr.c: reload the persistent reservation state from its record (it changed elsewhere). */
+void scsi_pr_reload(struct scsi_lun *lun);
+
 /* reserve.c: RESERVE/RELEASE (SPC-2 logical unit reservations). */
 enum scsi_reason scsi_reservation_check(struct scsi_task *task, const struct scsi_opcode_entry *e);
 void scsi_reservation_release_all(struct scsi_lun *lun);

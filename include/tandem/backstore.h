@@ -70,6 +70,8 @@ struct tdm_medium;
  * (tdm_medium_destroy closes it). 0 or -ENOMEM.
  */
 int bs_medium_create(struct bs_dev *bs, struct tdm_medium **out);
+/* The file the medium's persistent state records live in (loaded now if it exists). */
+int bs_medium_attach_state(struct tdm_medium *m, const char *path);
 /* The device under a medium made by bs_medium_create. */
 struct bs_dev *bs_medium_dev(struct tdm_medium *m);
 

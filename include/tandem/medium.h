@@ -29,9 +29,20 @@ enum tdm_mio_op {
         TDM_MIO_WRITE_ZEROES = 2,
         TDM_MIO_UNMAP = 3, /* deallocate; reads return zeroes afterwards */
         TDM_MIO_FLUSH = 4, /* every write completed before submit is durable (off, len unused) */
+        /*
+         * A state record of the logical unit (persistent reservations, SPC-2 reservation,
+         * mode pages, unit attentions owed): off is its id (< TDM_STATE_RECORDS), buf/len its
+         * bytes (len 0: the record is gone). Done when every copy of the medium holds it;
+         * durable on disk there too with TDM_MIO_PERSIST. Ordered with the data.
+         */
+        TDM_MIO_STATE = 5,
 };
 
-#define TDM_MIO_FUA 0x1u /* the write is durable when it completes */
+#define TDM_MIO_FUA     0x1u /* the write is durable when it completes */
+#define TDM_MIO_PERSIST 0x2u /* a state record survives a restart of every node */
+
+#define TDM_STATE_RECORDS   8
+#define TDM_STATE_MAX_BYTES (64u * 1024)
 
 struct tdm_medium;
 
@@ -89,6 +100,12 @@ struct tdm_medium_ops {
         void (*prefetch)(struct tdm_medium *m, uint64_t off, uint64_t len);
         /* Publishes the access state now (may be NULL): the replicator asks its peer view. */
         void (*refresh_access)(struct tdm_medium *m);
+        /*
+         * The state record id as this copy holds it: its length (0: none), copied into buf
+         * up to cap bytes; *persist (may be NULL) whether it is durable. Synchronous, cheap.
+         */
+        size_t (*state_get)(struct tdm_medium *m, unsigned id, void *buf, size_t cap,
+                            bool *persist);
         void (*destroy)(struct tdm_medium *m);
 };
 
@@ -121,6 +138,9 @@ struct tdm_medium {
         /* Told after every change of the access state (set once by the layer above). */
         void (*access_changed)(void *arg);
         void *access_arg;
+        /* Told when a state record changed other than through this node's own request (the
+         * peer's copy arrived): same arg as access_changed. Any thread. */
+        void (*state_changed)(void *arg, unsigned id);
 };
 
 /* For implementations: set up the common part. */
@@ -148,6 +168,29 @@ static inline uint64_t tdm_medium_size(const struct tdm_medium *m)
 {
         return atomic_load_explicit(&m->size, memory_order_relaxed);
 }
+
+/* State records: the caller's copy of record id (its length, 0: none); may block (loop-less). */
+size_t tdm_medium_state_get(struct tdm_medium *m, unsigned id, void *buf, size_t cap,
+                            bool *persist);
+int tdm_medium_state_put(struct tdm_medium *m, unsigned id, const void *buf, size_t len,
+                         uint32_t flags);
+
+/*
+ * A table of state records with an optional file for the persistent ones (the backstore
+ * keeps one per medium; daemon/medium/state.c). The file is rewritten atomically (temporary
+ * file, fsync, rename, fsync of the directory) whenever a persistent record changes or one
+ * stops being persistent; records that are not persistent live in memory only.
+ */
+struct tdm_state_store;
+struct tdm_state_store *tdm_state_store_new(void);
+void tdm_state_store_free(struct tdm_state_store *st);
+/* Loads the persistent records from path (missing: none) and persists there from now on. */
+int tdm_state_store_attach(struct tdm_state_store *st, const char *path);
+/* May block (file write): not on a net loop. 0 or -errno. */
+int tdm_state_store_put(struct tdm_state_store *st, unsigned id, const void *buf, size_t len,
+                        bool persist);
+size_t tdm_state_store_get(struct tdm_state_store *st, unsigned id, void *buf, size_t cap,
+                           bool *persist);
 
 /* Access state: the implementation publishes (telling access_changed), SCSI reads. */
 void tdm_medium_set_access(struct tdm_medium *m, const struct tdm_access *a);

@@ -11,7 +11,7 @@
 
 #include "../../replicator/wire.h"
 
-#define N_TYPES 17 /* MSG_HELLO .. MSG_DISCONNECT */
+#define N_TYPES 18 /* MSG_HELLO .. MSG_LU_STATE */
 
 static void pair(int sv[2])
 {

@@ -509,8 +509,8 @@ START_TEST(read_only_lun)
                 h_assert_sense(&h.task, 0x7, 0x27, 0x00);
                 checked++;
         }
-        ck_assert_uint_eq(checked,
-                          12); /* WRITE x4, AND VERIFY x3, ORWRITE, SAME x2, UNMAP, ATOMIC */
+        /* WRITE x4, AND VERIFY x3, ORWRITE, SAME x2, UNMAP, ATOMIC, COMPARE AND WRITE */
+        ck_assert_uint_eq(checked, 13);
         /* and with real data nothing reaches the medium; reads still work */
         uint8_t *buf = h_pattern(8 * 512, 5);
         h_assert_sense(h_write10(0, 8, buf), 0x7, 0x27, 0x00);
