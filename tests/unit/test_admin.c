@@ -17,8 +17,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "admin/admin_ipc.h"
-#include "admin/ctl.h"
+#include "cli/cli.h"
+#include "tandem/admin_ipc.h"
 #include "tandem/registry.h"
 #include "tandem/repl.h"
 
@@ -27,7 +27,7 @@
 
 /* ---------------------------------------------------------------- ctl parsing */
 
-static int parse(struct admin_ctl *ctl, char *err, size_t errlen, ...)
+static int parse(struct cli *ctl, char *err, size_t errlen, ...)
 {
         char *argv[32] = {"tandemctl"};
         int argc = 1;
@@ -37,29 +37,29 @@ static int parse(struct admin_ctl *ctl, char *err, size_t errlen, ...)
                 argv[argc++] = a;
         va_end(ap);
         err[0] = '\0';
-        return admin_ctl_parse(ctl, argc, argv, err, errlen);
+        return cli_parse(ctl, argc, argv, err, errlen);
 }
 
 START_TEST(test_ctl_parse_ok)
 {
-        struct admin_ctl c;
+        struct cli c;
         char err[512];
         ck_assert_int_eq(parse(&c, err, sizeof(err), "target", "add", IQN1, NULL), 0);
-        ck_assert_int_eq(c.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_TARGET_ADD);
-        ck_assert_str_eq(c.req.target_add->iqn, IQN1);
+        ck_assert_int_eq(c.call.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_TARGET_ADD);
+        ck_assert_str_eq(c.call.req.target_add->iqn, IQN1);
         ck_assert_str_eq(c.instance, "default");
-        ck_assert_int_eq(c.req.version, TANDEM__ADMIN__PROTOCOL_VERSION__PROTOCOL_VERSION_1);
+        ck_assert_int_eq(c.call.req.version, TANDEM__ADMIN__PROTOCOL_VERSION__PROTOCOL_VERSION_1);
 
         ck_assert_int_eq(parse(&c, err, sizeof(err), "--instance", "node-b", "lun", "add", IQN1,
                                "3", "/srv/d.img", "--size", "10G", "--thin", NULL),
                          0);
         ck_assert_str_eq(c.instance, "node-b");
-        ck_assert_int_eq(c.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_LUN_ADD);
-        ck_assert_uint_eq(c.req.lun_add->lun, 3);
-        ck_assert_str_eq(c.req.lun_add->path, "/srv/d.img");
-        ck_assert_uint_eq(c.req.lun_add->size, 10ull << 30);
-        ck_assert(c.req.lun_add->thin);
-        ck_assert(!c.req.lun_add->direct);
+        ck_assert_int_eq(c.call.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_LUN_ADD);
+        ck_assert_uint_eq(c.call.req.lun_add->lun, 3);
+        ck_assert_str_eq(c.call.req.lun_add->path, "/srv/d.img");
+        ck_assert_uint_eq(c.call.req.lun_add->size, 10ull << 30);
+        ck_assert(c.call.req.lun_add->thin);
+        ck_assert(!c.call.req.lun_add->direct);
 
         /* Relative paths are taken from the current directory. */
         char cwd[PATH_MAX], want[PATH_MAX + 16];
@@ -68,42 +68,42 @@ START_TEST(test_ctl_parse_ok)
         ck_assert_int_eq(parse(&c, err, sizeof(err), "--instance=x", "lun", "add", IQN1, "0",
                                "d.img", "--block-size", "4096", "--size=8K", "--direct", NULL),
                          0);
-        ck_assert_str_eq(c.req.lun_add->path, want);
-        ck_assert_uint_eq(c.req.lun_add->block_size, 4096);
-        ck_assert(c.req.lun_add->direct);
-        ck_assert(!c.req.lun_add->readonly);
+        ck_assert_str_eq(c.call.req.lun_add->path, want);
+        ck_assert_uint_eq(c.call.req.lun_add->block_size, 4096);
+        ck_assert(c.call.req.lun_add->direct);
+        ck_assert(!c.call.req.lun_add->readonly);
         ck_assert_str_eq(c.instance, "x");
         ck_assert_int_eq(
             parse(&c, err, sizeof(err), "lun", "add", IQN1, "4", "/srv/g.img", "--readonly", NULL),
             0);
-        ck_assert(c.req.lun_add->readonly);
-        ck_assert_uint_eq(c.req.lun_add->size, 0);
-        ck_assert_uint_eq(c.req.lun_add->physical_block_size, 0); /* not given: block size */
+        ck_assert(c.call.req.lun_add->readonly);
+        ck_assert_uint_eq(c.call.req.lun_add->size, 0);
+        ck_assert_uint_eq(c.call.req.lun_add->physical_block_size, 0); /* not given: block size */
         ck_assert_int_eq(parse(&c, err, sizeof(err), "lun", "add", IQN1, "5", "/srv/e.img",
                                "--physical-block-size", "4K", NULL),
                          0);
-        ck_assert_uint_eq(c.req.lun_add->physical_block_size, 4096);
+        ck_assert_uint_eq(c.call.req.lun_add->physical_block_size, 4096);
         ck_assert_int_eq(parse(&c, err, sizeof(err), "lun", "add", IQN1, "5", "/srv/e.img",
                                "--block-size", "4096", "--physical-block-size=65536", NULL),
                          0);
-        ck_assert_uint_eq(c.req.lun_add->block_size, 4096);
-        ck_assert_uint_eq(c.req.lun_add->physical_block_size, 65536);
+        ck_assert_uint_eq(c.call.req.lun_add->block_size, 4096);
+        ck_assert_uint_eq(c.call.req.lun_add->physical_block_size, 65536);
 
         ck_assert_int_eq(parse(&c, err, sizeof(err), "lun", "resize", IQN1, "3", "20G", NULL), 0);
-        ck_assert_int_eq(c.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_LUN_RESIZE);
-        ck_assert_str_eq(c.req.lun_resize->iqn, IQN1);
-        ck_assert_uint_eq(c.req.lun_resize->lun, 3);
-        ck_assert_uint_eq(c.req.lun_resize->size, 20ull << 30);
+        ck_assert_int_eq(c.call.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_LUN_RESIZE);
+        ck_assert_str_eq(c.call.req.lun_resize->iqn, IQN1);
+        ck_assert_uint_eq(c.call.req.lun_resize->lun, 3);
+        ck_assert_uint_eq(c.call.req.lun_resize->size, 20ull << 30);
         ck_assert_int_eq(parse(&c, err, sizeof(err), "lun", "resize", IQN1, "7", NULL), 0);
-        ck_assert_uint_eq(c.req.lun_resize->lun, 7);
-        ck_assert_uint_eq(c.req.lun_resize->size, 0); /* block device: re-read its size */
+        ck_assert_uint_eq(c.call.req.lun_resize->lun, 7);
+        ck_assert_uint_eq(c.call.req.lun_resize->size, 0); /* block device: re-read its size */
         ck_assert_int_eq(parse(&c, err, sizeof(err), "lun", "resize", "--help", NULL), 0);
         ck_assert(c.help);
         ck_assert_str_eq(c.topic, "lun");
         char *usage = NULL;
         size_t usage_len = 0;
         FILE *uf = open_memstream(&usage, &usage_len);
-        admin_ctl_usage(uf, "lun");
+        cli_usage(uf, "lun");
         fclose(uf);
         ck_assert_ptr_nonnull(strstr(usage, "  lun resize IQN LUN [SIZE]"));
         ck_assert_ptr_nonnull(strstr(usage, "Shrinking is refused"));
@@ -111,34 +111,34 @@ START_TEST(test_ctl_parse_ok)
         free(usage);
 
         ck_assert_int_eq(parse(&c, err, sizeof(err), "acl", "add", IQN1, "ALL", NULL), 0);
-        ck_assert_int_eq(c.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_ACL_ADD);
-        ck_assert_str_eq(c.req.acl_add->initiator, "ALL");
+        ck_assert_int_eq(c.call.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_ACL_ADD);
+        ck_assert_str_eq(c.call.req.acl_add->initiator, "ALL");
         ck_assert_int_eq(parse(&c, err, sizeof(err), "acl", "del", IQN1, INI1, NULL), 0);
-        ck_assert_int_eq(c.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_ACL_DEL);
-        ck_assert_str_eq(c.req.acl_del->iqn, IQN1);
-        ck_assert_str_eq(c.req.acl_del->initiator, INI1);
+        ck_assert_int_eq(c.call.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_ACL_DEL);
+        ck_assert_str_eq(c.call.req.acl_del->iqn, IQN1);
+        ck_assert_str_eq(c.call.req.acl_del->initiator, INI1);
 
         ck_assert_int_eq(parse(&c, err, sizeof(err), "chap", "set", IQN1, "alice", "alice-secret-1",
                                "--mutual", "tgt", "target-secret-1", NULL),
                          0);
-        ck_assert_int_eq(c.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_CHAP_SET);
-        ck_assert_str_eq(c.req.chap_set->iqn, IQN1);
-        ck_assert(!c.req.chap_set->discovery);
-        ck_assert_str_eq(c.req.chap_set->user, "alice");
-        ck_assert_str_eq(c.req.chap_set->mutual_secret, "target-secret-1");
+        ck_assert_int_eq(c.call.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_CHAP_SET);
+        ck_assert_str_eq(c.call.req.chap_set->iqn, IQN1);
+        ck_assert(!c.call.req.chap_set->discovery);
+        ck_assert_str_eq(c.call.req.chap_set->user, "alice");
+        ck_assert_str_eq(c.call.req.chap_set->mutual_secret, "target-secret-1");
         ck_assert_int_eq(
             parse(&c, err, sizeof(err), "chap", "set", "--discovery", "d", "disco-secret-1", NULL),
             0);
-        ck_assert(c.req.chap_set->discovery);
-        ck_assert_str_eq(c.req.chap_set->user, "d");
+        ck_assert(c.call.req.chap_set->discovery);
+        ck_assert_str_eq(c.call.req.chap_set->user, "d");
         ck_assert_int_eq(parse(&c, err, sizeof(err), "chap", "clear", IQN1, NULL), 0);
-        ck_assert_str_eq(c.req.chap_set->user, "");
+        ck_assert_str_eq(c.call.req.chap_set->user, "");
 
         ck_assert_int_eq(parse(&c, err, sizeof(err), "status", "--json", NULL), 0);
-        ck_assert_int_eq(c.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_STATUS);
+        ck_assert_int_eq(c.call.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_STATUS);
         ck_assert(c.json);
         ck_assert_int_eq(parse(&c, err, sizeof(err), "stats", NULL), 0);
-        ck_assert_int_eq(c.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_STATS);
+        ck_assert_int_eq(c.call.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_STATS);
         ck_assert(!c.json);
 
         ck_assert_int_eq(parse(&c, err, sizeof(err), "--help", NULL), 0);
@@ -154,43 +154,43 @@ END_TEST
 
 START_TEST(test_ctl_parse_repl)
 {
-        struct admin_ctl c;
+        struct cli c;
         char err[512];
         ck_assert_int_eq(parse(&c, err, sizeof(err), "repl", "status", NULL), 0);
-        ck_assert_int_eq(c.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_STATUS);
-        ck_assert_str_eq(c.req.repl_status->iqn, ""); /* every replicated LUN */
+        ck_assert_int_eq(c.call.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_STATUS);
+        ck_assert_str_eq(c.call.req.repl_status->iqn, ""); /* every replicated LUN */
         ck_assert(!c.json);
         ck_assert_int_eq(parse(&c, err, sizeof(err), "repl", "status", IQN1, "4", "--json", NULL),
                          0);
-        ck_assert_str_eq(c.req.repl_status->iqn, IQN1);
-        ck_assert_uint_eq(c.req.repl_status->lun, 4);
+        ck_assert_str_eq(c.call.req.repl_status->iqn, IQN1);
+        ck_assert_uint_eq(c.call.req.repl_status->lun, 4);
         ck_assert(c.json);
 
         ck_assert_int_eq(parse(&c, err, sizeof(err), "repl", "promote", IQN1, "1", NULL), 0);
-        ck_assert_int_eq(c.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_PROMOTE);
-        ck_assert_str_eq(c.req.repl_promote->iqn, IQN1);
-        ck_assert_uint_eq(c.req.repl_promote->lun, 1);
-        ck_assert(!c.req.repl_promote->force);
+        ck_assert_int_eq(c.call.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_PROMOTE);
+        ck_assert_str_eq(c.call.req.repl_promote->iqn, IQN1);
+        ck_assert_uint_eq(c.call.req.repl_promote->lun, 1);
+        ck_assert(!c.call.req.repl_promote->force);
         ck_assert_int_eq(parse(&c, err, sizeof(err), "repl", "promote", "--force", IQN1, "2", NULL),
                          0);
-        ck_assert(c.req.repl_promote->force);
-        ck_assert_uint_eq(c.req.repl_promote->lun, 2);
+        ck_assert(c.call.req.repl_promote->force);
+        ck_assert_uint_eq(c.call.req.repl_promote->lun, 2);
 
         ck_assert_int_eq(parse(&c, err, sizeof(err), "repl", "verify", IQN1, "0", NULL), 0);
-        ck_assert_int_eq(c.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_VERIFY);
-        ck_assert(!c.req.repl_verify->resync);
+        ck_assert_int_eq(c.call.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_VERIFY);
+        ck_assert(!c.call.req.repl_verify->resync);
         ck_assert_int_eq(parse(&c, err, sizeof(err), "repl", "verify", IQN1, "0", "--resync", NULL),
                          0);
-        ck_assert(c.req.repl_verify->resync);
+        ck_assert(c.call.req.repl_verify->resync);
 
         ck_assert_int_eq(parse(&c, err, sizeof(err), "repl", "resync", "pause", IQN1, "3", NULL),
                          0);
-        ck_assert_int_eq(c.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_RESYNC_PAUSE);
-        ck_assert(c.req.repl_resync_pause->pause);
-        ck_assert_uint_eq(c.req.repl_resync_pause->lun, 3);
+        ck_assert_int_eq(c.call.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_REPL_RESYNC_PAUSE);
+        ck_assert(c.call.req.repl_resync_pause->pause);
+        ck_assert_uint_eq(c.call.req.repl_resync_pause->lun, 3);
         ck_assert_int_eq(parse(&c, err, sizeof(err), "repl", "resync", "resume", IQN1, "3", NULL),
                          0);
-        ck_assert(!c.req.repl_resync_pause->pause);
+        ck_assert(!c.call.req.repl_resync_pause->pause);
 
         /* The commands that carry only IQN LUN, each in its own oneof member. */
         static const struct {
@@ -207,11 +207,11 @@ START_TEST(test_ctl_parse_repl)
         for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++) {
                 ck_assert_int_eq(parse(&c, err, sizeof(err), "repl", plain[i].sub, IQN1, "7", NULL),
                                  0);
-                ck_assert_int_eq(c.req.op_case, plain[i].op);
+                ck_assert_int_eq(c.call.req.op_case, plain[i].op);
                 /* What goes over the wire decodes to the same operation and LUN. */
-                size_t n = tandem__admin__admin_request__get_packed_size(&c.req);
+                size_t n = tandem__admin__admin_request__get_packed_size(&c.call.req);
                 uint8_t *buf = malloc(n);
-                tandem__admin__admin_request__pack(&c.req, buf);
+                tandem__admin__admin_request__pack(&c.call.req, buf);
                 Tandem__Admin__AdminRequest *q = tandem__admin__admin_request__unpack(NULL, n, buf);
                 ck_assert_ptr_nonnull(q);
                 ck_assert_int_eq(q->op_case, plain[i].op);
@@ -230,7 +230,7 @@ START_TEST(test_ctl_parse_repl)
         char *usage = NULL;
         size_t usage_len = 0;
         FILE *uf = open_memstream(&usage, &usage_len);
-        admin_ctl_usage(uf, "repl");
+        cli_usage(uf, "repl");
         fclose(uf);
         ck_assert_ptr_nonnull(strstr(usage, "  repl promote IQN LUN [--force]"));
         ck_assert_ptr_nonnull(strstr(usage, "  repl resync pause|resume IQN LUN"));
@@ -344,9 +344,9 @@ START_TEST(test_ctl_parse_errors)
         int argc = 1;
         for (int i = 0; bad_args[_i].argv[i]; i++)
                 argv[argc++] = (char *)bad_args[_i].argv[i];
-        struct admin_ctl c;
+        struct cli c;
         char err[512] = "";
-        int rc = admin_ctl_parse(&c, argc, argv, err, sizeof(err));
+        int rc = cli_parse(&c, argc, argv, err, sizeof(err));
         ck_assert_msg(rc == -EINVAL, "case %d accepted", _i);
         ck_assert_msg(strncmp(err, bad_args[_i].err, strlen(bad_args[_i].err)) == 0,
                       "case %d: got \"%s\", want \"%s...\"", _i, err, bad_args[_i].err);
@@ -414,12 +414,12 @@ static Tandem__Admin__AdminResponse *repl_response(const struct repl_status *st,
         return out;
 }
 
-static char *print_response(struct admin_ctl *c, const Tandem__Admin__AdminResponse *r)
+static char *print_response(struct cli *c, const Tandem__Admin__AdminResponse *r)
 {
         char *text = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&text, &len);
-        ck_assert_int_eq(admin_ctl_print(f, c, r), 0);
+        ck_assert_int_eq(admin_print(f, &c->call, r, c->json), 0);
         fclose(f);
         return text;
 }
@@ -429,7 +429,7 @@ START_TEST(test_repl_status_output)
         struct repl_status st;
         sample_status(&st);
         Tandem__Admin__AdminResponse *r = repl_response(&st, false);
-        struct admin_ctl c;
+        struct cli c;
         char err[512];
 
         ck_assert_int_eq(parse(&c, err, sizeof(err), "repl", "status", NULL), 0);
@@ -688,7 +688,7 @@ static void service_teardown(void)
 }
 
 /* Runs tandemctl's parse + call for argv; returns the response (caller frees). */
-static Tandem__Admin__AdminResponse *ctl_call(struct admin_ctl *c, ...)
+static Tandem__Admin__AdminResponse *ctl_call(struct cli *c, ...)
 {
         char *argv[32] = {"tandemctl", "--instance", instance};
         int argc = 3;
@@ -698,38 +698,38 @@ static Tandem__Admin__AdminResponse *ctl_call(struct admin_ctl *c, ...)
                 argv[argc++] = a;
         va_end(ap);
         char err[512] = "";
-        ck_assert_msg(admin_ctl_parse(c, argc, argv, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_msg(cli_parse(c, argc, argv, err, sizeof(err)) == 0, "%s", err);
         Tandem__Admin__AdminResponse *r = NULL;
-        int rc = admin_client_call(c->instance, &c->req, &r, err, sizeof(err));
+        int rc = admin_client_call(c->instance, &c->call.req, &r, err, sizeof(err));
         ck_assert_msg(rc == 0, "call: %s", err);
         return r;
 }
 
-static void expect_ok(struct admin_ctl *c, Tandem__Admin__AdminResponse *r)
+static void expect_ok(struct cli *c, Tandem__Admin__AdminResponse *r)
 {
         ck_assert_msg(r->ok, "failed: %s", r->error);
         char *text = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&text, &len);
-        ck_assert_int_eq(admin_ctl_print(f, c, r), 0);
+        ck_assert_int_eq(admin_print(f, &c->call, r, c->json), 0);
         fclose(f);
         free(text);
         tandem__admin__admin_response__free_unpacked(r, NULL);
 }
 
-static char *print_to_string(struct admin_ctl *c, Tandem__Admin__AdminResponse *r)
+static char *print_to_string(struct cli *c, Tandem__Admin__AdminResponse *r)
 {
         char *text = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&text, &len);
-        ck_assert_int_eq(admin_ctl_print(f, c, r), 0);
+        ck_assert_int_eq(admin_print(f, &c->call, r, c->json), 0);
         fclose(f);
         return text;
 }
 
 START_TEST(test_ipc_admin_round_trip)
 {
-        struct admin_ctl c;
+        struct cli c;
         char size_path[PATH_MAX + 16];
         snprintf(size_path, sizeof(size_path), "%s/lun0.img", dir);
         expect_ok(&c, ctl_call(&c, "target", "add", IQN1, NULL));
@@ -896,7 +896,7 @@ END_TEST
 /* lun resize through tandemctl's parser and the IPC: grows live, persists, refuses shrinking. */
 START_TEST(test_ipc_lun_resize)
 {
-        struct admin_ctl c;
+        struct cli c;
         char img[PATH_MAX + 16], err[512];
         snprintf(img, sizeof(img), "%s/grow.img", dir);
         expect_ok(&c, ctl_call(&c, "target", "add", IQN1, NULL));
@@ -960,7 +960,7 @@ START_TEST(test_ipc_lun_resize)
                                  75),
                          0);
         ck_assert_ptr_null(r->lun_resized);
-        ck_assert_int_eq(admin_ctl_print(stdout, &c, r), -EIO);
+        ck_assert_int_eq(admin_print(stdout, &c.call, r, c.json), -EIO);
         tandem__admin__admin_response__free_unpacked(r, NULL);
         r = ctl_call(&c, "lun", "resize", IQN1, "0", "8389000", NULL);
         ck_assert(!r->ok);
@@ -1000,13 +1000,13 @@ END_TEST
 
 START_TEST(test_ipc_errors_name_the_field)
 {
-        struct admin_ctl c;
+        struct cli c;
         Tandem__Admin__AdminResponse *r =
             ctl_call(&c, "lun", "add", IQN1, "0", "/tmp/x.img", "--size", "1M", NULL);
         ck_assert(!r->ok);
         ck_assert_int_eq(r->errno_value, ENOENT);
         ck_assert_str_eq(r->error, "iqn: no target \"" IQN1 "\"");
-        ck_assert_int_eq(admin_ctl_print(stdout, &c, r), -EIO);
+        ck_assert_int_eq(admin_print(stdout, &c.call, r, c.json), -EIO);
         tandem__admin__admin_response__free_unpacked(r, NULL);
 
         r = ctl_call(&c, "target", "add", IQN1, NULL);
@@ -1072,7 +1072,7 @@ END_TEST
 /* Errors the dispatcher gives before any replication code runs, naming the field. */
 START_TEST(test_ipc_repl_errors)
 {
-        struct admin_ctl c;
+        struct cli c;
         Tandem__Admin__AdminResponse *r = ctl_call(&c, "repl", "status", NULL);
         ck_assert_msg(r->ok, "%s", r->error);
         char *text = print_to_string(&c, r);
@@ -1087,7 +1087,7 @@ START_TEST(test_ipc_repl_errors)
         tandem__admin__admin_response__free_unpacked(r, NULL);
         r = ctl_call(&c, "repl", "promote", IQN1, "0", "--force", NULL);
         ck_assert_str_eq(r->error, "iqn: no target \"" IQN1 "\"");
-        ck_assert_int_eq(admin_ctl_print(stdout, &c, r), -EIO);
+        ck_assert_int_eq(admin_print(stdout, &c.call, r, c.json), -EIO);
         tandem__admin__admin_response__free_unpacked(r, NULL);
 
         char path[PATH_MAX + 16];
@@ -1142,7 +1142,7 @@ START_TEST(test_ipc_repl_ops_reach_the_replicator)
             {"repl", "skip-initial-sync", IQN1, "0", NULL},
         };
         for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
-                struct admin_ctl c;
+                struct cli c;
                 const char *const *a = cmds[i];
                 Tandem__Admin__AdminResponse *r =
                     ctl_call(&c, a[0], a[1], a[2], a[3], a[4], a[5], NULL);
@@ -1161,13 +1161,13 @@ START_TEST(test_ipc_repl_ops_reach_the_replicator)
                                       "%s %s: %s", a[0], a[1], r->error);
                         if (r->errno_value == ENOTSUP)
                                 ck_assert_str_eq(r->error, "replication: not available yet");
-                        ck_assert_int_eq(admin_ctl_print(stdout, &c, r), -EIO);
+                        ck_assert_int_eq(admin_print(stdout, &c.call, r, c.json), -EIO);
                 }
                 tandem__admin__admin_response__free_unpacked(r, NULL);
         }
 
         /* Status of the replicated LUN, and the plain LUN next to it is refused. */
-        struct admin_ctl c;
+        struct cli c;
         Tandem__Admin__AdminResponse *r = ctl_call(&c, "repl", "status", IQN1, "0", "--json", NULL);
         ck_assert_msg(r->ok, "%s", r->error);
         char *text = print_to_string(&c, r);
