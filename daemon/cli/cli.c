@@ -169,12 +169,11 @@ int cli_parse(struct cli *c, int argc, char **argv, char *err, size_t errlen)
                 c->topic = i < argc ? argv[i] : NULL;
                 return 0;
         }
-        const struct admin_op *op = admin_op_find(cmd, NULL);
-        bool has_sub = false;
-        if (!op && !admin_command_known(cmd, &has_sub))
+        const struct admin_op *op = admin_command(cmd);
+        if (!op)
                 return admin_bad(err, errlen, "unknown command \"%s\"", cmd);
-        c->topic = argv[i - 1];
-        if (has_sub) {
+        c->topic = op->cmd;
+        if (op->sub) {
                 char subs[192];
                 subcommands(cmd, subs, sizeof(subs));
                 if (i >= argc)

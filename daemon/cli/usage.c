@@ -65,16 +65,14 @@ static const char usage_details[] =
     "target answers with when the initiator authenticates it.\n"
     "Must run as root.\n";
 
-/* One token of a usage line, wrapped to a continuation line when it would pass WRAP_AT. */
-static void token(FILE *out, size_t *col, const char *fmt, const char *a, const char *b)
+/* One word of a usage line, on a continuation line when it would pass WRAP_AT. */
+static void word(FILE *out, size_t *col, const char *w)
 {
-        char t[128];
-        int n = snprintf(t, sizeof(t), fmt, a, b);
-        if (*col + 1 + (size_t)n > WRAP_AT) {
+        if (*col + 1 + strlen(w) > WRAP_AT) {
                 fputs("\n         ", out);
                 *col = 9;
         }
-        *col += (size_t)fprintf(out, " %s", t);
+        *col += (size_t)fprintf(out, " %s", w);
 }
 
 /* Whether some argument of op is what option o stands for ("IQN|--discovery"). */
@@ -92,28 +90,28 @@ static void usage_line(FILE *out, const struct admin_op *op)
 {
         const struct admin_arg *a;
         bool optional, in_group = false;
+        char w[128];
         size_t col = (size_t)fprintf(out, "  %s", op->cmd);
         if (op->sub)
-                token(out, &col, "%s%s", op->sub, "");
+                word(out, &col, op->sub);
         for (size_t i = 0; (a = admin_op_arg(op, i, &optional)); i++) {
                 const struct admin_option *instead = admin_option_by_bit(a->unless);
                 bool last = !admin_op_arg(op, i + 1, NULL);
-                char word[96];
-                snprintf(word, sizeof(word), "%s%s%s%s%s", optional && !in_group ? "[" : "",
-                         a->word, instead ? "|--" : "", instead ? instead->name : "",
+                snprintf(w, sizeof(w), "%s%s%s%s%s", optional && !in_group ? "[" : "", a->word,
+                         instead ? "|--" : "", instead ? instead->name : "",
                          optional && last ? "]" : "");
-                token(out, &col, "%s%s", word, "");
+                word(out, &col, w);
                 in_group = optional;
         }
         for (size_t k = 0; k < admin_n_options; k++) {
                 const struct admin_option *o = &admin_options[k];
                 if (!(op->options & o->bit) || stands_for_arg(op, o))
                         continue;
-                char values[64] = "";
+                int n = snprintf(w, sizeof(w), "[--%s", o->name);
                 for (size_t j = 0; j < admin_option_n_values(o); j++)
-                        snprintf(values + strlen(values), sizeof(values) - strlen(values), " %s",
-                                 o->values[j]->word);
-                token(out, &col, "[--%s%s]", o->name, values);
+                        n += snprintf(w + n, sizeof(w) - (size_t)n, " %s", o->values[j]->word);
+                snprintf(w + n, sizeof(w) - (size_t)n, "]");
+                word(out, &col, w);
         }
         if (op->note)
                 fprintf(out, "%*s(%s)", col < NOTE_COLUMN - 1 ? (int)(NOTE_COLUMN - col) : 2, "",

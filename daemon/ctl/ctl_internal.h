@@ -22,6 +22,8 @@ void *ctl_member(const ProtobufCMessage *m, const char *name, ProtobufCType type
 #define ctl_bool(m, name)   (*(protobuf_c_boolean *)ctl_member(m, name, PROTOBUF_C_TYPE_BOOL))
 /* The member as text ("{lun}" in a row's done text); false if m has no such scalar. */
 bool ctl_member_text(const ProtobufCMessage *m, const char *name, char *out, size_t outlen);
+/* Whether the member has a value other than its default ("", 0, false): an argument given. */
+bool ctl_member_set(const ProtobufCMessage *m, const char *name);
 /* Whether m has a member name of that type (for the tests of the table). */
 bool ctl_has_member(const ProtobufCMessageDescriptor *d, const char *name, ProtobufCType type);
 /* The descriptor of the message an AdminRequest carries for op. */

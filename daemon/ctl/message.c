@@ -32,23 +32,43 @@ void *ctl_member(const ProtobufCMessage *m, const char *name, ProtobufCType type
         return (char *)m + f->offset;
 }
 
+/* A scalar member of m by name (its descriptor in *f), or NULL. */
+static const void *scalar(const ProtobufCMessage *m, const char *name,
+                          const ProtobufCFieldDescriptor **f)
+{
+        *f = protobuf_c_message_descriptor_get_field_by_name(m->descriptor, name);
+        return *f && (*f)->label != PROTOBUF_C_LABEL_REPEATED ? (const char *)m + (*f)->offset
+                                                              : NULL;
+}
+
 bool ctl_member_text(const ProtobufCMessage *m, const char *name, char *out, size_t outlen)
 {
-        const ProtobufCFieldDescriptor *f =
-            protobuf_c_message_descriptor_get_field_by_name(m->descriptor, name);
-        const void *p = f ? (const char *)m + f->offset : NULL;
-        if (!f || f->label == PROTOBUF_C_LABEL_REPEATED)
-                return false;
-        switch (f->type) {
-        case PROTOBUF_C_TYPE_STRING:
+        const ProtobufCFieldDescriptor *f;
+        const void *p = scalar(m, name, &f);
+        if (p && f->type == PROTOBUF_C_TYPE_STRING)
                 snprintf(out, outlen, "%s", *(char *const *)p);
-                return true;
-        case PROTOBUF_C_TYPE_UINT32:
+        else if (p && f->type == PROTOBUF_C_TYPE_UINT32)
                 snprintf(out, outlen, "%" PRIu32, *(const uint32_t *)p);
-                return true;
-        case PROTOBUF_C_TYPE_UINT64:
+        else if (p && f->type == PROTOBUF_C_TYPE_UINT64)
                 snprintf(out, outlen, "%" PRIu64, *(const uint64_t *)p);
-                return true;
+        else
+                return false;
+        return true;
+}
+
+bool ctl_member_set(const ProtobufCMessage *m, const char *name)
+{
+        const ProtobufCFieldDescriptor *f;
+        const void *p = scalar(m, name, &f);
+        switch (p ? f->type : PROTOBUF_C_TYPE_MESSAGE) {
+        case PROTOBUF_C_TYPE_STRING:
+                return **(char *const *)p != '\0';
+        case PROTOBUF_C_TYPE_UINT32:
+                return *(const uint32_t *)p != 0;
+        case PROTOBUF_C_TYPE_UINT64:
+                return *(const uint64_t *)p != 0;
+        case PROTOBUF_C_TYPE_BOOL:
+                return *(const protobuf_c_boolean *)p != 0;
         default:
                 return false;
         }

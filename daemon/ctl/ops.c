@@ -15,23 +15,20 @@ const struct admin_op *admin_ops(size_t *n)
         return admin_op_table;
 }
 
+const struct admin_op *admin_command(const char *cmd)
+{
+        for (size_t i = 0; i < N_OPS; i++)
+                if (strcmp(admin_op_table[i].cmd, cmd) == 0)
+                        return &admin_op_table[i];
+        return NULL;
+}
+
 const struct admin_op *admin_op_find(const char *cmd, const char *sub)
 {
         for (size_t i = 0; i < N_OPS; i++) {
                 const struct admin_op *op = &admin_op_table[i];
-                if (strcmp(op->cmd, cmd) == 0 &&
-                    (op->sub && sub ? strcmp(op->sub, sub) == 0 : op->sub == sub))
+                if (strcmp(op->cmd, cmd) == 0 && op->sub && strcmp(op->sub, sub) == 0)
                         return op;
         }
         return NULL;
-}
-
-bool admin_command_known(const char *cmd, bool *has_sub)
-{
-        for (size_t i = 0; i < N_OPS; i++)
-                if (strcmp(admin_op_table[i].cmd, cmd) == 0) {
-                        *has_sub = admin_op_table[i].sub != NULL;
-                        return true;
-                }
-        return false;
 }

@@ -64,7 +64,7 @@ static json_object *status_json(const Tandem__Admin__Status *s)
         json_object_object_add(disc, "mutual_chap",
                                json_object_new_boolean(s->discovery_mutual_chap));
         json_object_object_add(o, "discovery", disc);
-        json_object_object_add(o, "cluster", cluster_json(s->cluster)); /* issue 4 */
+        json_object_object_add(o, "cluster", cluster_json(s->cluster));
         json_object *targets = json_object_new_array();
         for (size_t i = 0; i < s->n_targets; i++) {
                 const Tandem__Admin__TargetInfo *t = s->targets[i];
@@ -144,7 +144,7 @@ static void status_text(FILE *out, const Tandem__Admin__Status *s)
                 !s->discovery_chap         ? "none"
                 : s->discovery_mutual_chap ? "mutual"
                                            : "one-way");
-        cluster_text(out, s->cluster); /* issue 4 */
+        cluster_text(out, s->cluster);
         if (s->n_targets == 0)
                 fprintf(out, "\nno targets\n");
         for (size_t i = 0; i < s->n_targets; i++) {

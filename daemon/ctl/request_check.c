@@ -2,25 +2,15 @@
  * tandemd's check of a request against its row, before the handler runs: the rules of the
  * row's arguments that a request built by anything but tandemctl may break.
  */
-#include <string.h>
-
 #include "ctl_internal.h"
 #include "tandem/config.h"
-
-/* An optional group is given when its first argument is (a name, a size: not empty, not 0). */
-static bool given(const ProtobufCMessage *m, const struct admin_arg *a)
-{
-        char text[32];
-        return ctl_member_text(m, a->field, text, sizeof(text)) && text[0] &&
-               strcmp(text, "0") != 0;
-}
 
 /* An argument an option stands for (chap IQN or --discovery): exactly one of them. */
 static int check_either(const ProtobufCMessage *m, const struct admin_arg *a, char *err,
                         size_t errlen)
 {
         const struct admin_option *o = admin_option_by_bit(a->unless);
-        bool instead = ctl_bool(m, o->flag), has = given(m, a);
+        bool instead = ctl_bool(m, o->flag), has = ctl_member_set(m, a->field);
         if (instead && has)
                 return admin_bad(err, errlen, "%s: not allowed with %s", a->name, o->name);
         if (!instead && !has)
@@ -35,7 +25,7 @@ int admin_request_check(const struct admin_op *op, const ProtobufCMessage *m, ch
         bool optional, in_group = false;
         int rc;
         for (size_t i = 0; (a = admin_op_arg(op, i, &optional)); i++) {
-                if (optional && !in_group && !given(m, a))
+                if (optional && !in_group && !ctl_member_set(m, a->field))
                         break; /* the optional arguments are absent */
                 in_group = optional;
                 if (a->unless) {

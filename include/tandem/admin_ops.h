@@ -117,10 +117,10 @@ const struct admin_arg *admin_op_arg(const struct admin_op *op, size_t i, bool *
 
 /* The rows as tandemctl sees them (daemon/ctl/ops.c). */
 const struct admin_op *admin_ops(size_t *n);
-/* The row of "CMD SUB" (sub NULL for a command without one), or NULL. */
+/* The first row of the command cmd (its sub says whether it has subcommands), or NULL. */
+const struct admin_op *admin_command(const char *cmd);
+/* The row of "CMD SUB", or NULL. */
 const struct admin_op *admin_op_find(const char *cmd, const char *sub);
-/* Whether cmd is a command, and whether it takes a subcommand. */
-bool admin_command_known(const char *cmd, bool *has_sub);
 
 /* The operation's message inside a request (the member of its oneof), or NULL. */
 ProtobufCMessage *admin_request_message(const Tandem__Admin__AdminRequest *q);
