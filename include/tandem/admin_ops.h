@@ -41,12 +41,12 @@ struct admin_arg {
         unsigned unless; /* ADMIN_OPT_* that stands for it instead (chap --discovery) */
 };
 
-/* The arguments of the operations (daemon/ctl/ops.c). */
+/* The positional arguments the rows are made of (daemon/ctl/args.c). */
 extern const struct admin_arg admin_arg_iqn, admin_arg_iqn_or_discovery, admin_arg_initiator,
     admin_arg_lun, admin_arg_path, admin_arg_size, admin_arg_user, admin_arg_secret,
     admin_arg_pause_resume;
 
-/* Options: bits of struct admin_op.options, in the order usage shows and checks them. */
+/* Options: bits of struct admin_op.options; admin_options[] (args.c) spells each. */
 enum {
         ADMIN_OPT_BLOCK_SIZE = 1u << 0,
         ADMIN_OPT_PHYSICAL_BLOCK_SIZE = 1u << 1,
@@ -154,9 +154,9 @@ struct admin_call {
         union {
                 ProtobufCMessage base;
                 max_align_t align;
-                unsigned char bytes[256];
-        } msg;           /* the operation's message */
-        char path[4096]; /* an ADMIN_PATH made absolute */
+                unsigned char bytes[256]; /* the largest request's (test_ctl checks each) */
+        } msg;                            /* the operation's message */
+        char path[4096];                  /* an ADMIN_PATH made absolute */
 };
 
 /*
