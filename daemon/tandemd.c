@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "admin/admin_ipc.h"
+#include "tandem/admin_ipc.h"
 #include "tandem/cluster.h"
 #include "tandem/config.h"
 #include "tandem/iscsi_portal.h"

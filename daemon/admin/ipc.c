@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
-#include "admin_ipc.h"
+#include "tandem/admin_ipc.h"
 #include "tandem/log.h"
 #include "tandem/session_info.h"
 

@@ -1,4 +1,8 @@
-/* The configuration model: daemon settings plus targets, LUNs, ACLs and CHAP. */
+/*
+ * The configuration model: daemon settings plus targets, LUNs, ACLs and CHAP; loading,
+ * validating and saving it (daemon/config/). Also provides, through the headers it includes,
+ * the names and values it is written in and the edits the admin plane makes.
+ */
 #ifndef TANDEM_CONFIG_H
 #define TANDEM_CONFIG_H
 
@@ -6,11 +10,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TDM_IQN_MAX         224
+#include "tandem/config_names.h"
+#include "tandem/config_values.h"
+
 #define TDM_CHAP_MAX        256
 #define TDM_MAX_LISTEN      8
 #define TDM_MAX_ACL         64
-#define TDM_DEFAULT_PORT    3260
 #define TDM_LUN_ID_MAX      255 /* LUN ids are 0..255 (flat addressing of SCSI_MAX_LUNS) */
 #define TDM_CHAP_SECRET_MIN 12  /* RFC 7143 12.1.3: at least 96 bits of secret */
 
@@ -33,9 +38,6 @@
 #define TDM_DEFAULT_BLOCK_SIZE          512u
 #define TDM_MAX_PHYSICAL_BLOCK_SIZE     65536u
 #define TDM_DEFAULT_TPGT                1u
-
-/* NAA type 6 company id: a locally administered CID (U/L bit set, M bit clear), our choice. */
-#define TDM_NAA_COMPANY_ID 0x7A6E64u
 
 /*
  * CHAP: user/secret are what the initiator must present (the target checks them);
@@ -159,7 +161,7 @@ struct tdm_config {
         char listen[TDM_MAX_LISTEN][128]; /* "ADDR:PORT" or "[V6]:PORT" */
         size_t n_listen;
         char state_dir[4096];
-        char instance[64];
+        char instance[TDM_INSTANCE_MAX];
         unsigned threads; /* 0 = number of cores */
         char log_file[4096];
         int log_level; /* syslog level */
@@ -182,70 +184,34 @@ struct tdm_config {
  * identities_generated) and validate; on failure cfg is left empty (safe to free).
  */
 void tdm_config_defaults(struct tdm_config *cfg);
+/* A LUN with defaults (block size 512, wce on, not thin, not direct, writable, size 0). */
+void tdm_lun_defaults(struct tdm_lun_cfg *lun);
 int tdm_config_load(const char *path, struct tdm_config *cfg, char *err, size_t errlen);
 int tdm_config_parse_string(const char *text, struct tdm_config *cfg, char *err, size_t errlen);
-/* Atomic save: temp file, fsync, rename, fsync of the directory. */
+/* Atomic save: temp file, fsync, rename, fsync of the directory. Validates first. */
 int tdm_config_save(const char *path, const struct tdm_config *cfg, char *err, size_t errlen);
 int tdm_config_validate(const struct tdm_config *cfg, char *err, size_t errlen);
 void tdm_config_free(struct tdm_config *cfg);
-
-struct tdm_target_cfg *tdm_config_find_target(struct tdm_config *cfg, const char *iqn);
-int tdm_config_add_target(struct tdm_config *cfg, const char *iqn, char *err, size_t errlen);
-int tdm_config_del_target(struct tdm_config *cfg, const char *iqn, char *err, size_t errlen);
-int tdm_config_add_lun(struct tdm_config *cfg, const char *iqn, const struct tdm_lun_cfg *lun,
-                       char *err, size_t errlen);
-int tdm_config_del_lun(struct tdm_config *cfg, const char *iqn, uint64_t lun, char *err,
-                       size_t errlen);
 /*
- * The size of an existing LUN (lun resize): a multiple of its block size; 0 means "the
- * existing file's or device's size" and is the only size a read-only LUN may have. The
- * caller decides whether the change is a growth.
- */
-int tdm_config_set_lun_size(struct tdm_config *cfg, const char *iqn, uint64_t lun, uint64_t size,
-                            char *err, size_t errlen);
-int tdm_config_add_acl(struct tdm_config *cfg, const char *iqn, const char *initiator, char *err,
-                       size_t errlen);
-int tdm_config_del_acl(struct tdm_config *cfg, const char *iqn, const char *initiator, char *err,
-                       size_t errlen);
-int tdm_config_set_chap(struct tdm_config *cfg, const char *iqn /* NULL = discovery */,
-                        const struct tdm_chap_cfg *chap, char *err, size_t errlen);
-
-/*
- * Additions (admin plane). Deep copy: dst receives its own arrays (free with
- * tdm_config_free); on failure dst is left empty.
+ * Deep copy: dst receives its own arrays (free with tdm_config_free); on failure dst is left
+ * empty.
  */
 int tdm_config_copy(struct tdm_config *dst, const struct tdm_config *src);
+
+/* Queries: the target (iSCSI names compare case-insensitively) or LUN, or NULL. */
+struct tdm_target_cfg *tdm_config_find_target(struct tdm_config *cfg, const char *iqn);
 struct tdm_lun_cfg *tdm_config_find_lun(struct tdm_target_cfg *t, uint64_t lun);
-/* A LUN with defaults (block size 512, wce on, not thin, not direct, writable, size 0). */
-void tdm_lun_defaults(struct tdm_lun_cfg *lun);
+
 /*
- * physical_block_size check against block_size (0 passes: it means block_size); field is
- * the name used in the message ("targets[0].luns[1].physical_block_size").
+ * Checks the admin plane and tandemctl share with validation. field names the place in
+ * messages: "targets[0].luns[1].physical_block_size", "physical-block-size"; for CHAP the
+ * prefix of its fields ("chap", "discovery.chap"; "" for none).
  */
+/* physical_block_size against block_size (0 passes: it means block_size). */
 int tdm_physical_block_size_check(uint32_t physical_block_size, uint32_t block_size,
                                   const char *field, char *err, size_t errlen);
-/* CHAP settings check; field names the prefix used in messages ("chap", "discovery.chap"). */
 int tdm_chap_check(const struct tdm_chap_cfg *chap, const char *field, char *err, size_t errlen);
-/* iSCSI names compare case-insensitively (RFC 3722 normalises them to lower case). */
-bool tdm_iscsi_name_equal(const char *a, const char *b);
-/*
- * Sizes like "123", "4096K", "10G", "3MiB", "5GB" (integers only: "1.5T" is refused).
- * K/M/G/T/P and KiB..PiB are powers of 1024, KB..PB powers of 1000; case-insensitive.
- * Returns 0, -EINVAL or -ERANGE (overflow).
- */
-int tdm_parse_size(const char *s, uint64_t *out);
-/* 32 hex digits of a NAA type 6 designator <-> 16 bytes. */
-bool tdm_naa_valid(const char *hex);
-int tdm_naa_to_bytes(const char *hex, uint8_t out[16]);
 
-/* Syntax check of an iSCSI name (iqn./eui./naa. forms, RFC 3720 3.2.6). */
-bool tdm_iscsi_name_valid(const char *name);
-/* Generate identity for a new LUN (random NAA type 6 + serial). */
-void tdm_lun_identity_generate(struct tdm_lun_cfg *lun);
-/*
- * "1.2.3.4:3260", "[::1]:3260", "host", "[::1]" or "::1" (no port: TDM_DEFAULT_PORT).
- * host receives the address without brackets. Returns 0 or -EINVAL.
- */
-int tdm_parse_hostport(const char *s, char *host, size_t hostlen, uint16_t *port);
+#include "tandem/config_edit.h"
 
 #endif

@@ -1,7 +1,7 @@
 /*
  * Helpers over the replication part of the configuration (struct tdm_repl_cfg in config.h),
  * so the replicator and the admin plane read it the way validation checked it.
- * Implemented in daemon/core/config.c.
+ * Implemented in daemon/config/replication.c.
  */
 #ifndef TANDEM_CONFIG_REPL_H
 #define TANDEM_CONFIG_REPL_H

@@ -1,41 +1,31 @@
 /* The client side of the admin IPC (tandemctl): one request, one response. */
 #include <errno.h>
 #include <qb/qbipcc.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 
-#include "admin_ipc.h"
-
-__attribute__((format(printf, 4, 5))) static int fail(char *err, size_t errlen, int rc,
-                                                      const char *fmt, ...)
-{
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-        return rc;
-}
+#include "tandem/admin_ops.h"
+#include "tandem/admin_wire.h"
 
 static int connect_error(const char *instance, int e, char *err, size_t errlen)
 {
         switch (e) {
         case EACCES:
         case EPERM:
-                return fail(err, errlen, -EACCES,
-                            "tandemd (instance %s) refused the connection: admin needs root",
-                            instance);
+                return admin_error(err, errlen, -EACCES,
+                                   "tandemd (instance %s) refused the connection: admin needs root",
+                                   instance);
         case ECONNREFUSED:
         case ENOENT:
         case ENOTCONN:
         case 0:
-                return fail(err, errlen, -ECONNREFUSED, "tandemd (instance %s) is not running",
-                            instance);
+                return admin_error(err, errlen, -ECONNREFUSED,
+                                   "tandemd (instance %s) is not running", instance);
         default:
-                return fail(err, errlen, -e, "cannot connect to tandemd (instance %s): %s",
-                            instance, strerror(e));
+                return admin_error(err, errlen, -e, "cannot connect to tandemd (instance %s): %s",
+                                   instance, strerror(e));
         }
 }
 
@@ -50,12 +40,12 @@ int admin_client_call(const char *instance, const Tandem__Admin__AdminRequest *r
 
         size_t len = tandem__admin__admin_request__get_packed_size(req);
         if (len + sizeof(struct qb_ipc_request_header) > ADMIN_IPC_MAX_MSG)
-                return fail(err, errlen, -EMSGSIZE, "request too large (%zu bytes)", len);
+                return admin_error(err, errlen, -EMSGSIZE, "request too large (%zu bytes)", len);
         uint8_t *payload = malloc(len ? len : 1);
         uint8_t *answer = malloc(ADMIN_IPC_MAX_MSG);
         int rc = 0;
         if (!payload || !answer) {
-                rc = fail(err, errlen, -ENOMEM, "out of memory");
+                rc = admin_error(err, errlen, -ENOMEM, "out of memory");
                 goto out;
         }
         tandem__admin__admin_request__pack(req, payload);
@@ -74,22 +64,22 @@ int admin_client_call(const char *instance, const Tandem__Admin__AdminRequest *r
         qb_ipcc_disconnect(c);
         const struct qb_ipc_response_header *rh = (const void *)answer;
         if (n == -ETIMEDOUT || n == -EAGAIN) {
-                rc = fail(err, errlen, -ETIMEDOUT,
-                          "tandemd (instance %s) did not answer within %d s", instance,
-                          ADMIN_IPC_TIMEOUT_MS / 1000);
+                rc = admin_error(err, errlen, -ETIMEDOUT,
+                                 "tandemd (instance %s) did not answer within %d s", instance,
+                                 ADMIN_IPC_TIMEOUT_MS / 1000);
         } else if (n < 0) {
-                rc = fail(err, errlen, (int)n, "tandemd (instance %s): %s", instance,
-                          strerror((int)-n));
+                rc = admin_error(err, errlen, (int)n, "tandemd (instance %s): %s", instance,
+                                 strerror((int)-n));
         } else if ((size_t)n < sizeof(*rh) || rh->size != n) {
-                rc = fail(err, errlen, -EPROTO, "tandemd (instance %s) sent a malformed answer",
-                          instance);
+                rc = admin_error(err, errlen, -EPROTO,
+                                 "tandemd (instance %s) sent a malformed answer", instance);
         } else {
                 *resp = tandem__admin__admin_response__unpack(NULL, (size_t)n - sizeof(*rh),
                                                               answer + sizeof(*rh));
                 if (!*resp)
-                        rc = fail(err, errlen, -EPROTO,
-                                  "tandemd (instance %s) sent an answer that does not decode",
-                                  instance);
+                        rc = admin_error(
+                            err, errlen, -EPROTO,
+                            "tandemd (instance %s) sent an answer that does not decode", instance);
         }
 out:
         free(payload);

@@ -1,10 +1,7 @@
 /*
- * Admin plane: the libqb IPC service tandemctl talks to, the request dispatcher behind
- * it, and the client side used by tandemctl.
- *
- * Wire format: each request is a qb_ipc_request_header (id ADMIN_MSG_REQUEST, size =
- * header + payload) followed by a packed tandem.admin.AdminRequest (proto/admin.proto);
- * each response a qb_ipc_response_header followed by a packed AdminResponse.
+ * tandemd's admin plane (daemon/admin/): the libqb IPC service tandemctl talks to
+ * (tandem/admin_wire.h) and the dispatcher that runs each request through the table of
+ * operations (tandem/admin_ops_table.h).
  */
 #ifndef TANDEM_ADMIN_IPC_H
 #define TANDEM_ADMIN_IPC_H
@@ -13,17 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "admin.pb-c.h"
-
-#ifndef TANDEM_VERSION
-#define TANDEM_VERSION "0.1.0"
-#endif
-
-#define ADMIN_MSG_REQUEST 1
-/* Largest request or response (a status with thousands of sessions fits). */
-#define ADMIN_IPC_MAX_MSG    (2u * 1024 * 1024)
-#define ADMIN_IPC_TIMEOUT_MS 30000
-#define ADMIN_SERVICE_PREFIX "tandem-"
+#include "tandem/admin_wire.h"
 
 /*
  * Serves "tandem-<instance>" (instance NULL or "": "default") on the libqb main loop.
@@ -48,14 +35,5 @@ void admin_dispatch_set_identity(const char *instance);
  */
 struct repl_status;
 void admin_repl_status_to_pb(const struct repl_status *st, Tandem__Admin__ReplLunStatus *m);
-
-/*
- * Client: sends req to tandemd instance and returns its unpacked response (free with
- * tandem__admin__admin_response__free_unpacked(*resp, NULL)). Errors, with err set:
- * -ECONNREFUSED "tandemd (instance X) is not running", -EACCES (not root), -ETIMEDOUT,
- * -EPROTO (an answer that does not decode).
- */
-int admin_client_call(const char *instance, const Tandem__Admin__AdminRequest *req,
-                      Tandem__Admin__AdminResponse **resp, char *err, size_t errlen);
 
 #endif

@@ -4,19 +4,20 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "admin/ctl.h"
+#include "cli.h"
+#include "tandem/admin_wire.h"
 
 int main(int argc, char **argv)
 {
-        struct admin_ctl ctl;
+        struct cli c;
         char err[1024] = "";
-        if (admin_ctl_parse(&ctl, argc, argv, err, sizeof(err)) < 0) {
+        if (cli_parse(&c, argc, argv, err, sizeof(err)) < 0) {
                 fprintf(stderr, "tandemctl: %s\n\n", err);
-                admin_ctl_usage(stderr, ctl.topic);
+                cli_usage(stderr, c.topic);
                 return 2;
         }
-        if (ctl.help) {
-                admin_ctl_usage(stdout, ctl.topic);
+        if (c.help) {
+                cli_usage(stdout, c.topic);
                 return 0;
         }
         if (geteuid() != 0) {
@@ -26,12 +27,12 @@ int main(int argc, char **argv)
                 return 1;
         }
         Tandem__Admin__AdminResponse *resp = NULL;
-        if (admin_client_call(ctl.instance, &ctl.req, &resp, err, sizeof(err)) < 0) {
+        if (admin_client_call(c.instance, &c.call.req, &resp, err, sizeof(err)) < 0) {
                 fprintf(stderr, "tandemctl: %s\n", err);
                 return 1;
         }
         int status = 0;
-        if (admin_ctl_print(stdout, &ctl, resp) < 0) {
+        if (admin_print(stdout, &c.call, resp, c.json) < 0) {
                 fprintf(stderr, "tandemctl: %s\n",
                         resp->error && *resp->error ? resp->error : "the operation failed");
                 status = 1;
