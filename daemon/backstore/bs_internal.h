@@ -16,6 +16,7 @@ struct bs_medium {
         struct tdm_medium m; /* first */
         struct bs_dev *bs;
         enum bs_engine engine;
+        bool in_memory; /* served on the loop (bs_inline.c) */
 };
 
 static inline struct bs_dev *bs_io_dev(const struct tdm_mio *io)
@@ -38,12 +39,12 @@ static inline struct tdm_mio *bs_io_of_post(struct net_post *p)
  * bytes done (BS_PH_IO), the write_seq to cover (BS_PH_FLUSH_*). io->impl: an O_DIRECT
  * bounce buffer (BS_PH_IO) or the next flush waiter.
  */
-#define BS_PH_IO           0x0
-#define BS_PH_FLUSH_WAIT   0x1 /* waits for an fdatasync someone else carries */
-#define BS_PH_FLUSH_CARRY  0x2 /* carries the fdatasync for every waiter */
-#define BS_PH_MASK         0xf
-#define BS_ST_THREADS      0x10 /* served by the pool, not a ring */
-#define BS_PHASE(io)       ((io)->impl_state & BS_PH_MASK)
+#define BS_PH_IO            0x0
+#define BS_PH_FLUSH_WAIT    0x1 /* waits for an fdatasync someone else carries */
+#define BS_PH_FLUSH_CARRY   0x2 /* carries the fdatasync for every waiter */
+#define BS_PH_MASK          0xf
+#define BS_ST_THREADS       0x10 /* served by the pool, not a ring */
+#define BS_PHASE(io)        ((io)->impl_state & BS_PH_MASK)
 #define BS_SET_PHASE(io, p) ((io)->impl_state = ((io)->impl_state & ~BS_PH_MASK) | (p))
 
 /* ---- bs_file.c: synchronous primitives the engines share ---- */
@@ -51,8 +52,7 @@ static inline struct tdm_mio *bs_io_of_post(struct net_post *p)
 #define BS_DIRECT_ALIGN 4096
 bool bs_direct_aligned(const void *buf, size_t len);
 /* pwritev2 with RWF_* flags (RWF_DSYNC for FUA); counts the write in write_seq. */
-int bs_writev_flags(struct bs_dev *bs, const struct iovec *iov, int iovcnt, uint64_t off,
-                    int rwf);
+int bs_writev_flags(struct bs_dev *bs, const struct iovec *iov, int iovcnt, uint64_t off, int rwf);
 
 /* ---- bs_flush.c: group commit ---- */
 enum bs_flush_step {
@@ -75,6 +75,10 @@ void bs_flush_carry(struct tdm_mio *io);
 int bs_run_sync(struct bs_dev *bs, struct tdm_mio *io);
 void bs_threads_submit(struct tdm_mio *io);
 void bs_threads_carry(struct tdm_mio *io);
+
+/* ---- bs_inline.c: stores in memory, run on the loop ---- */
+bool bs_in_memory(const struct bs_dev *bs);
+void bs_inline_submit(struct tdm_mio *io);
 
 /* ---- bs_uring.c: one ring per loop thread ---- */
 /* Whether io_uring works here (probed once). */

@@ -1,8 +1,9 @@
 /*
  * The backstore as a medium. A request from a net loop never blocks that loop: it goes
  * through the loop's io_uring, or the pool where io_uring is unavailable, and completes back
- * on the loop. A thread on no loop (resync, the peer's apply path, tests) may block, so its
- * requests run at once.
+ * on the loop; a store in memory (tmpfs) has nothing to wait for and runs on the loop. A
+ * thread on no loop (resync, the peer's apply path, tests) may block, so its requests run at
+ * once.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -24,6 +25,13 @@ enum bs_engine bs_medium_engine(struct tdm_medium *m)
 const char *bs_engine_name(enum bs_engine e)
 {
         return e == BS_ENGINE_URING ? "io_uring" : "threads";
+}
+
+/* TANDEM_BACKSTORE_IO names an engine for every store, those in memory too (tests). */
+static bool engine_forced(void)
+{
+        const char *want = getenv("TANDEM_BACKSTORE_IO");
+        return want && (!strcmp(want, "uring") || !strcmp(want, "threads"));
 }
 
 enum bs_engine bs_engine_default(void)
@@ -56,6 +64,10 @@ static void bsm_submit(struct tdm_medium *m, struct tdm_mio *io)
         io->impl_state = 0;
         if (!io->loop) {
                 tdm_mio_complete(io, bs_run_sync(b->bs, io));
+                return;
+        }
+        if (b->in_memory) {
+                bs_inline_submit(io);
                 return;
         }
         if (b->engine == BS_ENGINE_URING && bs_uring_submit(io))
@@ -104,7 +116,10 @@ int bs_medium_create(struct bs_dev *bs, struct tdm_medium **out)
                 return -ENOMEM;
         b->bs = bs;
         b->engine = bs_engine_default();
+        b->in_memory = !engine_forced() && bs_in_memory(bs);
         tell_engine(b->engine);
+        if (b->in_memory)
+                log_info("backstore %s: in memory, served on the loop", bs->path);
         tdm_medium_init(&b->m, &bs_medium_ops, bs->size);
         *out = &b->m;
         return 0;

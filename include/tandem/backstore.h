@@ -39,8 +39,8 @@ struct bs_dev {
         uint64_t flush_covers; /* write_seq when the running fdatasync started */
         /* Requests of the medium waiting for an fdatasync (FIFO through tdm_mio.impl). */
         struct tdm_mio *flush_wait_head, *flush_wait_tail;
-        uint64_t flush_count; /* fdatasync calls actually made (for tests) */
-        int flush_err;        /* first failed fdatasync: every later flush fails too */
+        uint64_t flush_count;              /* fdatasync calls actually made (for tests) */
+        int flush_err;                     /* first failed fdatasync: every later flush fails too */
         atomic_uint_fast64_t dsync_writes; /* writes made with RWF_DSYNC (for tests) */
 };
 

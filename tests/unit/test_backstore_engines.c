@@ -69,6 +69,8 @@ struct batch {
         pthread_cond_t cond;
         int left;
         int wrong_thread; /* completions not on the submitting loop */
+        bool submitting;
+        int in_submit; /* completions inside tdm_medium_submit */
 };
 
 static void io_done(struct tdm_mio *io)
@@ -77,6 +79,7 @@ static void io_done(struct tdm_mio *io)
         bool wrong = net_loop_current() != io->loop;
         pthread_mutex_lock(&b->lock);
         b->wrong_thread += wrong;
+        b->in_submit += b->submitting;
         b->left--;
         pthread_cond_broadcast(&b->cond);
         pthread_mutex_unlock(&b->lock);
@@ -85,8 +88,11 @@ static void io_done(struct tdm_mio *io)
 static void batch_post(struct net_post *p)
 {
         struct batch *b = (struct batch *)p;
-        for (int i = 0; i < b->n; i++)
+        for (int i = 0; i < b->n; i++) {
+                b->submitting = true;
                 tdm_medium_submit(b->m, &b->ios[i]);
+                b->submitting = false;
+        }
 }
 
 static void batch_start(struct batch *b, struct net_loop *l, struct tdm_medium *m,
@@ -361,6 +367,49 @@ START_TEST(no_loop_runs_inline)
 }
 END_TEST
 
+/* A store in memory runs on the loop, after the round's submissions, whatever the engine. */
+START_TEST(memory_store_runs_on_loop)
+{
+        char shm[] = "/dev/shm/tandem-bse-XXXXXX";
+        int fd = mkstemp(shm);
+        ck_assert_int_ge(fd, 0);
+        close(fd);
+        unsetenv("TANDEM_BACKSTORE_IO");
+        struct bs_open_opts o = {.create_size = 1 << 20};
+        struct bs_dev *bs = NULL;
+        ck_assert_int_eq(bs_open(shm, &o, &bs), 0);
+        struct tdm_medium *m = NULL;
+        ck_assert_int_eq(bs_medium_create(bs, &m), 0);
+        enum { N = 8 };
+        static uint8_t w[N][4096], r[N][4096];
+        struct tdm_mio ios[N];
+        for (int i = 0; i < N; i++) {
+                fill(w[i], 4096, (unsigned)i);
+                ios[i] = (struct tdm_mio){.op = TDM_MIO_WRITE,
+                                          .flags = i == 0 ? TDM_MIO_FUA : 0,
+                                          .off = (uint64_t)i * 4096,
+                                          .len = 4096,
+                                          .buf = w[i]};
+        }
+        struct batch b;
+        batch_start(&b, loops[0], m, ios, N);
+        batch_wait(&b);
+        ck_assert_int_eq(b.in_submit, 0);
+        for (int i = 0; i < N; i++) {
+                ck_assert_int_eq(ios[i].result, 0);
+                ios[i] = (struct tdm_mio){
+                    .op = TDM_MIO_READ, .off = (uint64_t)i * 4096, .len = 4096, .buf = r[i]};
+        }
+        run_on(loops[1], m, ios, N);
+        for (int i = 0; i < N; i++)
+                ck_assert_mem_eq(w[i], r[i], 4096);
+        ck_assert_uint_ge(bs->flush_count, 1); /* the FUA write */
+        ck_assert_int_eq(run1(m, TDM_MIO_FLUSH, NULL, 0, 0, 0), 0);
+        tdm_medium_destroy(m);
+        unlink(shm);
+}
+END_TEST
+
 int main(void)
 {
         Suite *s = suite_create("backstore_engines");
@@ -375,6 +424,7 @@ int main(void)
         tcase_add_loop_test(tc, concurrent_flushes_share_fdatasync, 0, 2);
         tcase_add_loop_test(tc, errors_propagate, 0, 2);
         tcase_add_loop_test(tc, no_loop_runs_inline, 0, 2);
+        tcase_add_test(tc, memory_store_runs_on_loop);
         suite_add_tcase(s, tc);
         SRunner *sr = srunner_create(s);
         srunner_run_all(sr, CK_NORMAL);
