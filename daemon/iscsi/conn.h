@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "tandem/iscsi_hdr.h"
 #include "tandem/iscsi_login.h"
 #include "tandem/iscsi_pdu.h"
 #include "tandem/clock.h"
@@ -74,6 +75,31 @@ struct iscsi_tx {
         bool close_after;
 };
 
+/* Where the receiver is in the PDU in front (rx.c). */
+enum iscsi_rx_state {
+        RX_BHS,     /* the 48-byte basic header segment */
+        RX_AHS,     /* additional header segments */
+        RX_HDIGEST, /* header digest */
+        RX_DATA,    /* data segment, padding and data digest, in the receive buffer */
+        RX_DIRECT,  /* a large Data-Out payload, straight into its command's buffer */
+        RX_DISCARD, /* bytes of a refused PDU, read and dropped */
+        RX_DONE,    /* nothing more is parsed (a refused login) */
+};
+
+struct iscsi_rx {
+        enum iscsi_rx_state state;
+        uint32_t pos; /* bytes of the PDU in front judged so far (from rx_off) */
+        uint32_t ahs_len, dsl;
+        bool judged; /* a Data-Out the direct path already answered or ignored */
+        /* RX_DIRECT */
+        struct iscsi_task *task;
+        uint8_t bhs[ISCSI_BHS_LEN];
+        uint8_t *dest;
+        uint32_t left;
+        /* RX_DISCARD */
+        uint32_t discard_left;
+};
+
 enum iscsi_conn_state {
         ISCSI_CONN_LOGIN,
         ISCSI_CONN_FFP,
@@ -100,16 +126,8 @@ struct iscsi_conn {
         uint32_t rx_cap, rx_len, rx_off;
         uint64_t rx_consumed; /* bytes of PDUs taken from the buffer, to tell progress */
 
-        /* A large Data-Out payload being received straight into its task's buffer. */
-        struct {
-                struct iscsi_task *task;
-                uint8_t bhs[ISCSI_BHS_LEN];
-                uint8_t *dest;
-                uint32_t len, left;
-        } direct;
-        bool direct_declined;           /* the buffered PDU in front was already judged */
-        uint32_t rx_discard;            /* bytes of a refused PDU still to drop */
-        struct iscsi_tx *discard_reply; /* sent once they are dropped */
+        struct iscsi_rx rx_st;
+        struct iscsi_tx *discard_reply; /* sent once a refused PDU's bytes are dropped */
 
         /* Transmit queue. */
         struct iscsi_tx *tx_head, *tx_tail;
@@ -167,7 +185,11 @@ struct iscsi_session {
 /* conn.c */
 struct iscsi_conn *iscsi_conn_create(struct iscsi_worker *w, int fd);
 void iscsi_conn_destroy(struct iscsi_conn *c);
-/* Returns < 0 when the connection must be closed. */
+/* A whole PDU of the login phase. < 0 when the connection must be closed. */
+int iscsi_conn_login_pdu(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data,
+                         uint32_t len);
+
+/* rx.c: receive and dispatch what the socket has. < 0 when the connection must close. */
 int iscsi_conn_on_readable(struct iscsi_conn *c);
 int iscsi_conn_flush(struct iscsi_conn *c);
 void iscsi_conn_tick(struct iscsi_conn *c, uint64_t now_ns);
@@ -183,7 +205,8 @@ bool iscsi_conn_over_high(const struct iscsi_conn *c);
 bool iscsi_conn_check_backpressure(struct iscsi_conn *c);
 void iscsi_tx_seal(struct iscsi_conn *c, struct iscsi_tx *tx);
 void iscsi_send_reject(struct iscsi_conn *c, const uint8_t *bhs, uint8_t reason);
-void iscsi_fill_sn(struct iscsi_conn *c, uint8_t *bhs, bool advance_stat);
+/* StatSN (taking the next one if advance_stat), ExpCmdSN, MaxCmdSN of the session. */
+void iscsi_fill_sn(struct iscsi_conn *c, struct iscsi_sn *sn, bool advance_stat);
 
 /* scsi_cmd.c */
 int iscsi_scsi_cmd(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data, uint32_t len);

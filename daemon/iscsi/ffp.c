@@ -6,20 +6,17 @@
 #include "conn.h"
 #include "tandem/log.h"
 
-#define ISCSI_RSVD_TAG 0xffffffffu
-
 int iscsi_nop_out(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data, uint32_t len)
 {
-        uint32_t itt = iscsi_bhs_itt(bhs);
-        uint32_t ttt = get_be32(bhs + 20);
+        const struct iscsi_req_hdr *q = (const struct iscsi_req_hdr *)bhs;
+        uint32_t itt = be32_get(q->itt);
+        uint32_t ttt = be32_get(q->word20);
         if (itt == ISCSI_RSVD_TAG) {
                 /* An answer to our ping, or a one-way ping (must be immediate). */
                 if (ttt != ISCSI_RSVD_TAG && ttt == c->nop_ttt)
                         c->nop_sent_ns = 0;
                 return 0;
         }
-        if (!iscsi_session_check_cmdsn(c->sess, bhs))
-                return 0;
         struct iscsi_tx *tx = iscsi_tx_alloc(c);
         if (!tx)
                 return 0;
@@ -33,13 +30,13 @@ int iscsi_nop_out(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data,
                 tx->data = tx->owned;
                 tx->data_len = len;
         }
-        uint8_t *h = tx->hdr;
-        h[0] = ISCSI_OP_NOP_IN;
-        h[1] = 0x80;
-        memcpy(h + 8, bhs + 8, 8);
-        put_be32(h + 16, itt);
-        put_be32(h + 20, ISCSI_RSVD_TAG);
-        iscsi_fill_sn(c, h, true);
+        struct iscsi_rsp_hdr *h = (struct iscsi_rsp_hdr *)tx->hdr;
+        h->opcode = ISCSI_OP_NOP_IN;
+        h->flags = ISCSI_FLAG_FINAL;
+        memcpy(h->lun, q->lun, sizeof(h->lun));
+        h->itt = q->itt;
+        h->ttt = be32_of(ISCSI_RSVD_TAG);
+        iscsi_fill_sn(c, &h->sn, true);
         iscsi_tx_seal(c, tx);
         iscsi_tx_queue(c, tx);
         return 0;
@@ -50,15 +47,15 @@ void iscsi_send_nop_ping(struct iscsi_conn *c)
         struct iscsi_tx *tx = iscsi_tx_alloc(c);
         if (!tx)
                 return;
-        uint8_t *h = tx->hdr;
-        h[0] = ISCSI_OP_NOP_IN;
-        h[1] = 0x80;
-        put_be32(h + 16, ISCSI_RSVD_TAG);
+        struct iscsi_rsp_hdr *h = (struct iscsi_rsp_hdr *)tx->hdr;
+        h->opcode = ISCSI_OP_NOP_IN;
+        h->flags = ISCSI_FLAG_FINAL;
+        h->itt = be32_of(ISCSI_RSVD_TAG);
         c->nop_ttt = c->next_ttt++;
         if (c->next_ttt == ISCSI_RSVD_TAG)
                 c->next_ttt = 1;
-        put_be32(h + 20, c->nop_ttt);
-        iscsi_fill_sn(c, h, false);
+        h->ttt = be32_of(c->nop_ttt);
+        iscsi_fill_sn(c, &h->sn, false);
         iscsi_tx_seal(c, tx);
         iscsi_tx_queue(c, tx);
 }
@@ -71,9 +68,9 @@ enum logout_response {
 
 int iscsi_logout(struct iscsi_conn *c, const uint8_t *bhs)
 {
-        iscsi_session_check_cmdsn(c->sess, bhs);
-        uint8_t reason = bhs[1] & 0x7f;
-        uint16_t cid = get_be16(bhs + 20);
+        const struct iscsi_req_hdr *q = (const struct iscsi_req_hdr *)bhs;
+        uint8_t reason = q->flags & 0x7f;
+        uint16_t cid = (uint16_t)(be32_get(q->word20) >> 16);
         uint8_t response = LOGOUT_CLOSED;
         if (reason == 2)
                 response = LOGOUT_RECOVERY_UNSUPPORTED;
@@ -82,12 +79,12 @@ int iscsi_logout(struct iscsi_conn *c, const uint8_t *bhs)
         struct iscsi_tx *tx = iscsi_tx_alloc(c);
         if (!tx)
                 return -ENOMEM;
-        uint8_t *h = tx->hdr;
-        h[0] = ISCSI_OP_LOGOUT_RSP;
-        h[1] = 0x80;
-        h[2] = response;
-        put_be32(h + 16, iscsi_bhs_itt(bhs));
-        iscsi_fill_sn(c, h, true);
+        struct iscsi_rsp_hdr *h = (struct iscsi_rsp_hdr *)tx->hdr;
+        h->opcode = ISCSI_OP_LOGOUT_RSP;
+        h->flags = ISCSI_FLAG_FINAL;
+        h->response = response;
+        h->itt = q->itt;
+        iscsi_fill_sn(c, &h->sn, true);
         iscsi_tx_seal(c, tx);
         if (response == LOGOUT_CLOSED) {
                 tx->close_after = true;
@@ -135,10 +132,10 @@ static void abort_lun_tasks(struct iscsi_conn *c, uint64_t lun)
         }
 }
 
-static uint8_t tmf_abort_task(struct iscsi_conn *c, const uint8_t *bhs)
+static uint8_t tmf_abort_task(struct iscsi_conn *c, const struct iscsi_req_hdr *q)
 {
-        uint32_t rtt = get_be32(bhs + 20);
-        uint32_t ref_cmdsn = get_be32(bhs + 32);
+        uint32_t rtt = be32_get(q->word20);
+        uint32_t ref_cmdsn = be32_get(q->word32);
         struct iscsi_task *t = iscsi_task_find(c, rtt);
         if (t) {
                 iscsi_task_unhash(c, t);
@@ -179,16 +176,15 @@ static uint8_t tmf_target_reset(struct iscsi_conn *c)
 
 int iscsi_tmf(struct iscsi_conn *c, const uint8_t *bhs)
 {
-        if (!iscsi_session_check_cmdsn(c->sess, bhs))
-                return 0;
-        uint8_t function = bhs[1] & 0x7f;
+        const struct iscsi_req_hdr *q = (const struct iscsi_req_hdr *)bhs;
+        uint8_t function = q->flags & 0x7f;
         uint64_t lun = UINT64_MAX;
-        bool lun_ok = iscsi_lun_decode(bhs + 8, &lun);
+        bool lun_ok = iscsi_lun_decode(q->lun, &lun);
         uint8_t response;
         bool cold = false;
         switch (function) {
         case TMF_ABORT_TASK:
-                response = tmf_abort_task(c, bhs);
+                response = tmf_abort_task(c, q);
                 break;
         case TMF_ABORT_TASK_SET:
         case TMF_CLEAR_TASK_SET:
@@ -220,12 +216,12 @@ int iscsi_tmf(struct iscsi_conn *c, const uint8_t *bhs)
         struct iscsi_tx *tx = iscsi_tx_alloc(c);
         if (!tx)
                 return 0;
-        uint8_t *h = tx->hdr;
-        h[0] = ISCSI_OP_TMF_RSP;
-        h[1] = 0x80;
-        h[2] = response;
-        put_be32(h + 16, iscsi_bhs_itt(bhs));
-        iscsi_fill_sn(c, h, true);
+        struct iscsi_rsp_hdr *h = (struct iscsi_rsp_hdr *)tx->hdr;
+        h->opcode = ISCSI_OP_TMF_RSP;
+        h->flags = ISCSI_FLAG_FINAL;
+        h->response = response;
+        h->itt = q->itt;
+        iscsi_fill_sn(c, &h->sn, true);
         iscsi_tx_seal(c, tx);
         if (cold) {
                 tx->close_after = true;
@@ -238,8 +234,6 @@ int iscsi_tmf(struct iscsi_conn *c, const uint8_t *bhs)
 int iscsi_text(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data, uint32_t len)
 {
         struct iscsi_session *s = c->sess;
-        if (!iscsi_session_check_cmdsn(s, bhs))
-                return 0;
         struct iscsi_text_env env = {
             .type = s->type,
             .initiator_name = s->initiator,
@@ -264,7 +258,7 @@ int iscsi_text(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data, ui
                 return 0;
         }
         memcpy(tx->hdr, rep.bhs, ISCSI_BHS_LEN);
-        iscsi_fill_sn(c, tx->hdr, true);
+        iscsi_fill_sn(c, &((struct iscsi_rsp_hdr *)tx->hdr)->sn, true);
         tx->owned = rep.data;
         tx->data = rep.data;
         tx->data_len = rep.data_len;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "login_internal.h"
+#include "tandem/iscsi_hdr.h"
 #include "tandem/iscsi_pdu.h"
 #include "tandem/log.h"
 
@@ -80,20 +81,22 @@ static uint32_t cmd_window(const struct iscsi_login *l)
 static void fill_response(const struct iscsi_login *l, const uint8_t *req, uint8_t flags,
                           uint16_t tsih, uint16_t status, uint32_t dsl, uint8_t *bhs)
 {
-        memset(bhs, 0, ISCSI_BHS_LEN);
-        bhs[0] = ISCSI_OP_LOGIN_RSP;
-        bhs[1] = flags;
-        bhs[2] = ISCSI_VERSION; /* Version-max */
-        bhs[3] = ISCSI_VERSION; /* Version-active */
-        iscsi_bhs_set_dsl(bhs, dsl);
-        memcpy(bhs + 8, req + 8, 6); /* ISID */
-        put_be16(bhs + 14, tsih);
-        put_be32(bhs + 16, iscsi_bhs_itt(req));
-        put_be32(bhs + 24, l->stat_sn);
-        put_be32(bhs + 28, l->cmdsn);
-        put_be32(bhs + 32, l->cmdsn + cmd_window(l) - 1);
-        bhs[36] = (uint8_t)(status >> 8);
-        bhs[37] = (uint8_t)status;
+        const struct iscsi_login_req_hdr *q = (const struct iscsi_login_req_hdr *)req;
+        struct iscsi_login_rsp_hdr *h = (struct iscsi_login_rsp_hdr *)bhs;
+        memset(h, 0, sizeof(*h));
+        h->opcode = ISCSI_OP_LOGIN_RSP;
+        h->flags = flags;
+        h->version_max = ISCSI_VERSION;
+        h->version_active = ISCSI_VERSION;
+        h->dsl = be24_of(dsl);
+        memcpy(h->isid, q->isid, sizeof(h->isid));
+        h->tsih = be16_of(tsih);
+        h->itt = q->itt;
+        h->sn.stat_sn = be32_of(l->stat_sn);
+        h->sn.exp_cmdsn = be32_of(l->cmdsn);
+        h->sn.max_cmdsn = be32_of(l->cmdsn + cmd_window(l) - 1);
+        h->status_class = (uint8_t)(status >> 8);
+        h->status_detail = (uint8_t)status;
 }
 
 /* A failure response: no text, and the connection closes after it. */
@@ -102,7 +105,8 @@ static int login_fail(struct iscsi_login *l, const uint8_t *req, uint16_t status
 {
         log_warn("%s: login of %s failed with status %02x/%02x: %s", peer(l), initiator(l),
                  status >> 8, status & 0xff, why);
-        fill_response(l, req, (uint8_t)(req[1] & 0x0c), get_be16(req + 14), status, 0, rep->bhs);
+        const struct iscsi_login_req_hdr *q = (const struct iscsi_login_req_hdr *)req;
+        fill_response(l, req, (uint8_t)(q->flags & 0x0c), be16_get(q->tsih), status, 0, rep->bhs);
         rep->close_after = true;
         l->failed = true;
         return 0;
@@ -121,21 +125,21 @@ static void login_respond(struct iscsi_login *l, const struct login_req *rq, uin
 /* Header checks of a Login Request; returns a failure status or success. */
 static uint16_t check_header(struct iscsi_login *l, const struct login_req *rq, const char **why)
 {
-        const uint8_t *bhs = rq->bhs;
-        if (iscsi_bhs_opcode(bhs) != ISCSI_OP_LOGIN_REQ) {
+        const struct iscsi_login_req_hdr *q = (const struct iscsi_login_req_hdr *)rq->bhs;
+        if (iscsi_bhs_opcode(rq->bhs) != ISCSI_OP_LOGIN_REQ) {
                 *why = "not a Login Request";
                 return ISCSI_LOGIN_INVALID_DURING_LOGIN;
         }
         if (!l->have_first) {
-                memcpy(l->isid, bhs + 8, 6);
-                l->tsih = get_be16(bhs + 14);
-                l->itt = iscsi_bhs_itt(bhs);
-                l->cid = get_be16(bhs + 20);
-                l->cmdsn = get_be32(bhs + 24);
+                memcpy(l->isid, q->isid, sizeof(l->isid));
+                l->tsih = be16_get(q->tsih);
+                l->itt = be32_get(q->itt);
+                l->cid = be16_get(q->cid);
+                l->cmdsn = be32_get(q->cmdsn);
                 /* Starting StatSN: what the initiator expects, as it is free for us to pick. */
-                l->stat_sn = get_be32(bhs + 28);
-                l->version_max = bhs[2];
-                l->version_min = bhs[3];
+                l->stat_sn = be32_get(q->exp_stat_sn);
+                l->version_max = q->version_max;
+                l->version_min = q->version_min;
                 l->have_first = true;
                 if (l->version_min > ISCSI_VERSION || l->version_max < l->version_min) {
                         *why = "no common protocol version";
@@ -146,9 +150,9 @@ static uint16_t check_header(struct iscsi_login *l, const struct login_req *rq, 
                         *why = "connection for an existing session (TSIH != 0)";
                         return ISCSI_LOGIN_SESSION_DOES_NOT_EXIST;
                 }
-        } else if (memcmp(l->isid, bhs + 8, 6) != 0 || l->tsih != get_be16(bhs + 14) ||
-                   l->cid != get_be16(bhs + 20) || l->version_max != bhs[2] ||
-                   l->version_min != bhs[3]) {
+        } else if (memcmp(l->isid, q->isid, sizeof(l->isid)) != 0 || l->tsih != be16_get(q->tsih) ||
+                   l->cid != be16_get(q->cid) || l->version_max != q->version_max ||
+                   l->version_min != q->version_min) {
                 *why = "ISID, TSIH, CID or version changed during login";
                 return ISCSI_LOGIN_INITIATOR_ERROR;
         }
@@ -636,10 +640,10 @@ int iscsi_login_handle(struct iscsi_login *l, const uint8_t *bhs, const uint8_t 
                 return -EPROTO;
         struct login_req rq = {
             .bhs = bhs,
-            .transit = (bhs[1] & LOGIN_FLAG_T) != 0,
-            .cont = (bhs[1] & LOGIN_FLAG_C) != 0,
-            .csg = (bhs[1] >> 2) & 3,
-            .nsg = bhs[1] & 3,
+            .transit = (((const struct iscsi_login_req_hdr *)bhs)->flags & LOGIN_FLAG_T) != 0,
+            .cont = (((const struct iscsi_login_req_hdr *)bhs)->flags & LOGIN_FLAG_C) != 0,
+            .csg = (((const struct iscsi_login_req_hdr *)bhs)->flags >> 2) & 3,
+            .nsg = ((const struct iscsi_login_req_hdr *)bhs)->flags & 3,
         };
         const char *why = "";
         if (++l->pdu_count > LOGIN_MAX_PDUS)

@@ -96,15 +96,15 @@ static uint32_t task_transferred(const struct iscsi_task *t)
         return t->scsi.data_in_len;
 }
 
-static void set_residual(uint8_t *flags, uint8_t *field, uint32_t edtl, uint32_t done,
-                         uint8_t over_bit, uint8_t under_bit)
+/* Residual flags (O 0x04, U 0x02 in Data-In and SCSI Response alike) and count. */
+static void set_residual(uint8_t *flags, be32 *field, uint32_t edtl, uint32_t done)
 {
         if (done > edtl) {
-                *flags |= over_bit;
-                put_be32(field, done - edtl);
+                *flags |= ISCSI_FLAG_OVERFLOW;
+                *field = be32_of(done - edtl);
         } else if (done < edtl) {
-                *flags |= under_bit;
-                put_be32(field, edtl - done);
+                *flags |= ISCSI_FLAG_UNDERFLOW;
+                *field = be32_of(edtl - done);
         }
 }
 
@@ -131,23 +131,23 @@ static uint32_t send_data_in(struct iscsi_conn *c, struct iscsi_task *t, uint32_
                 struct iscsi_tx *tx = iscsi_tx_alloc(c);
                 if (!tx)
                         return datasn;
-                uint8_t *h = tx->hdr;
-                h[0] = ISCSI_OP_DATA_IN;
-                put_be32(h + 16, t->itt);
-                put_be32(h + 20, 0xffffffff);
-                put_be32(h + 36, datasn++);
-                put_be32(h + 40, off);
+                struct iscsi_data_in_hdr *h = (struct iscsi_data_in_hdr *)tx->hdr;
+                h->opcode = ISCSI_OP_DATA_IN;
+                h->itt = be32_of(t->itt);
+                h->ttt = be32_of(ISCSI_RSVD_TAG);
+                h->data_sn = be32_of(datasn++);
+                h->offset = be32_of(off);
                 if (last || (off + n) % burst == 0)
-                        h[1] = 0x80;
+                        h->flags = ISCSI_FLAG_FINAL;
                 if (last && with_status) {
-                        h[1] |= 0x01;
-                        h[3] = t->scsi.status;
-                        set_residual(&h[1], h + 44, t->edtl, task_transferred(t), 0x04, 0x02);
-                        iscsi_fill_sn(c, h, true);
+                        h->flags |= ISCSI_FLAG_STATUS;
+                        h->status = t->scsi.status;
+                        set_residual(&h->flags, &h->residual, t->edtl, task_transferred(t));
+                        iscsi_fill_sn(c, &h->sn, true);
                         tx->task_done = t;
                 } else {
-                        iscsi_fill_sn(c, h, false);
-                        put_be32(h + 24, 0);
+                        iscsi_fill_sn(c, &h->sn, false);
+                        h->sn.stat_sn = be32_of(0); /* only with status */
                 }
                 tx->data = t->scsi.data_in + off;
                 tx->data_len = n;
@@ -165,14 +165,14 @@ static void send_scsi_response(struct iscsi_conn *c, struct iscsi_task *t, uint3
                 iscsi_task_put(c, t);
                 return;
         }
-        uint8_t *h = tx->hdr;
-        h[0] = ISCSI_OP_SCSI_RSP;
-        h[1] = 0x80;
-        h[3] = t->scsi.status;
-        put_be32(h + 16, t->itt);
-        iscsi_fill_sn(c, h, true);
-        put_be32(h + 36, exp_datasn);
-        set_residual(&h[1], h + 44, t->edtl, task_transferred(t), 0x04, 0x02);
+        struct iscsi_scsi_rsp_hdr *h = (struct iscsi_scsi_rsp_hdr *)tx->hdr;
+        h->opcode = ISCSI_OP_SCSI_RSP;
+        h->flags = ISCSI_FLAG_FINAL;
+        h->status = t->scsi.status;
+        h->itt = be32_of(t->itt);
+        iscsi_fill_sn(c, &h->sn, true);
+        h->exp_data_sn = be32_of(exp_datasn);
+        set_residual(&h->flags, &h->residual, t->edtl, task_transferred(t));
         if (t->scsi.sense_len) {
                 /* Sense data lives in the task, which outlives this PDU (task_done). */
                 uint8_t *seg = malloc(2u + t->scsi.sense_len);
@@ -257,19 +257,19 @@ static void send_r2t(struct iscsi_conn *c, struct iscsi_task *t, uint32_t off, u
         struct iscsi_tx *tx = iscsi_tx_alloc(c);
         if (!tx)
                 return;
-        uint8_t *h = tx->hdr;
-        h[0] = ISCSI_OP_R2T;
-        h[1] = 0x80;
-        iscsi_lun_encode(h + 8, t->scsi.lun_id);
-        put_be32(h + 16, t->itt);
+        struct iscsi_r2t_hdr *h = (struct iscsi_r2t_hdr *)tx->hdr;
+        h->opcode = ISCSI_OP_R2T;
+        h->flags = ISCSI_FLAG_FINAL;
+        iscsi_lun_encode(h->lun, t->scsi.lun_id);
+        h->itt = be32_of(t->itt);
         t->ttt_base = c->next_ttt++;
-        if (c->next_ttt == 0xffffffff)
+        if (c->next_ttt == ISCSI_RSVD_TAG)
                 c->next_ttt = 1;
-        put_be32(h + 20, t->ttt_base);
-        iscsi_fill_sn(c, h, false);
-        put_be32(h + 36, t->r2t_sn++);
-        put_be32(h + 40, off);
-        put_be32(h + 44, len);
+        h->ttt = be32_of(t->ttt_base);
+        iscsi_fill_sn(c, &h->sn, false);
+        h->r2t_sn = be32_of(t->r2t_sn++);
+        h->offset = be32_of(off);
+        h->desired_len = be32_of(len);
         iscsi_tx_seal(c, tx);
         iscsi_tx_queue(c, tx);
 }
@@ -301,7 +301,8 @@ static bool task_data_complete(const struct iscsi_task *t)
 
 static int cmd_decode_cdb(struct iscsi_conn *c, struct iscsi_task *t, const uint8_t *bhs)
 {
-        memcpy(t->scsi.cdb, bhs + 32, 16);
+        const struct iscsi_scsi_cmd_hdr *h = (const struct iscsi_scsi_cmd_hdr *)bhs;
+        memcpy(t->scsi.cdb, h->cdb, sizeof(h->cdb));
         t->scsi.cdb_len = 16;
         uint32_t ahs_len = iscsi_bhs_ahs_len(bhs);
         const uint8_t *ahs = bhs + ISCSI_BHS_LEN;
@@ -324,10 +325,9 @@ static int cmd_decode_cdb(struct iscsi_conn *c, struct iscsi_task *t, const uint
 
 int iscsi_scsi_cmd(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data, uint32_t len)
 {
+        const struct iscsi_scsi_cmd_hdr *h = (const struct iscsi_scsi_cmd_hdr *)bhs;
         struct iscsi_session *s = c->sess;
-        if (!iscsi_session_check_cmdsn(s, bhs))
-                return 0;
-        uint32_t itt = iscsi_bhs_itt(bhs);
+        uint32_t itt = be32_get(h->itt);
         if (iscsi_task_find(c, itt)) {
                 log_warn("%s: ITT 0x%x already in use: rejected", c->peer, itt);
                 iscsi_send_reject(c, bhs, ISCSI_REJECT_TASK_IN_PROGRESS);
@@ -339,11 +339,11 @@ int iscsi_scsi_cmd(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data
                 return 0;
         }
         t->itt = itt;
-        t->cmdsn = get_be32(bhs + 24);
-        t->edtl = get_be32(bhs + 20);
+        t->cmdsn = be32_get(h->cmdsn);
+        t->edtl = be32_get(h->edtl);
         t->immediate = iscsi_bhs_immediate(bhs);
-        t->scsi.dir = (uint8_t)(((bhs[1] & ISCSI_CMD_R) ? SCSI_DIR_READ : 0) |
-                                ((bhs[1] & ISCSI_CMD_W) ? SCSI_DIR_WRITE : 0));
+        t->scsi.dir = (uint8_t)(((h->flags & ISCSI_CMD_R) ? SCSI_DIR_READ : 0) |
+                                ((h->flags & ISCSI_CMD_W) ? SCSI_DIR_WRITE : 0));
         t->scsi.expected_len = t->edtl;
         t->scsi.nexus = &s->nexus;
         t->scsi.target = s->target;
@@ -353,7 +353,7 @@ int iscsi_scsi_cmd(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data
                 return 0;
         }
         uint64_t lun_id = 0;
-        if (iscsi_lun_decode(bhs + 8, &lun_id)) {
+        if (iscsi_lun_decode(h->lun, &lun_id)) {
                 t->scsi.lun_id = lun_id;
                 t->scsi.lun = iscsi_session_lun(s, lun_id);
         } else {
@@ -381,7 +381,7 @@ int iscsi_scsi_cmd(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data
         }
         /* Unsolicited data the initiator will send whatever we answer. */
         t->unsolicited_end = len;
-        if (!(bhs[1] & ISCSI_CMD_F) && !p->initial_r2t) {
+        if (!(h->flags & ISCSI_CMD_F) && !p->initial_r2t) {
                 uint32_t fb = p->first_burst < t->edtl ? p->first_burst : t->edtl;
                 if (fb > len)
                         t->unsolicited_end = fb;
@@ -451,8 +451,9 @@ struct iscsi_task *iscsi_data_out_task(struct iscsi_conn *c, const uint8_t *bhs,
                 log_debug("%s: Data-Out for unknown ITT 0x%x ignored", c->peer, itt);
                 return NULL;
         }
-        uint32_t ttt = get_be32(bhs + 20);
-        uint32_t off = get_be32(bhs + 40);
+        const struct iscsi_data_out_hdr *h = (const struct iscsi_data_out_hdr *)bhs;
+        uint32_t ttt = be32_get(h->ttt);
+        uint32_t off = be32_get(h->offset);
         uint32_t bufsz = task_buf_len(t);
         if (off != t->received || len > bufsz - off) {
                 log_warn(
@@ -461,12 +462,12 @@ struct iscsi_task *iscsi_data_out_task(struct iscsi_conn *c, const uint8_t *bhs,
                 iscsi_send_reject(c, bhs, ISCSI_REJECT_PROTOCOL_ERROR);
                 return NULL;
         }
-        if (ttt == 0xffffffff && off + len > t->unsolicited_end) {
+        if (ttt == ISCSI_RSVD_TAG && off + len > t->unsolicited_end) {
                 log_warn("%s: unsolicited Data-Out beyond FirstBurstLength: rejected", c->peer);
                 iscsi_send_reject(c, bhs, ISCSI_REJECT_PROTOCOL_ERROR);
                 return NULL;
         }
-        if (ttt == 0xffffffff && iscsi_bhs_final(bhs) && off + len < t->unsolicited_end) {
+        if (ttt == ISCSI_RSVD_TAG && iscsi_bhs_final(bhs) && off + len < t->unsolicited_end) {
                 /* The unsolicited burst must reach min(FirstBurstLength, EDTL) (RFC 7143 13.14). */
                 log_warn(
                     "%s: unsolicited burst ended at %u of %u bytes (ITT 0x%x): command aborted",
@@ -475,7 +476,7 @@ struct iscsi_task *iscsi_data_out_task(struct iscsi_conn *c, const uint8_t *bhs,
                 task_fail(c, t, SR_ABORTED_COMMAND);
                 return NULL;
         }
-        uint32_t datasn = get_be32(bhs + 36);
+        uint32_t datasn = be32_get(h->data_sn);
         if (datasn != t->exp_datasn) {
                 /* ErrorRecoveryLevel 0 cannot recover a sequence: the command fails. */
                 log_warn("%s: Data-Out DataSN %u where %u was due (ITT 0x%x): command aborted",
@@ -494,7 +495,8 @@ void iscsi_data_out_landed(struct iscsi_conn *c, struct iscsi_task *t, const uin
                            uint32_t len)
 {
         t->received += len;
-        if (get_be32(bhs + 20) != 0xffffffff && iscsi_bhs_final(bhs) && t->r2t_outstanding > 0) {
+        const struct iscsi_data_out_hdr *h = (const struct iscsi_data_out_hdr *)bhs;
+        if (be32_get(h->ttt) != ISCSI_RSVD_TAG && iscsi_bhs_final(bhs) && t->r2t_outstanding > 0) {
                 t->r2t_outstanding--;
                 task_solicit(c, t);
         }

@@ -152,7 +152,7 @@ uint32_t iscsi_session_max_cmdsn(const struct iscsi_session *s)
 
 bool iscsi_session_check_cmdsn(struct iscsi_session *s, const uint8_t *bhs)
 {
-        uint32_t cmdsn = get_be32(bhs + 24);
+        uint32_t cmdsn = be32_get(((const struct iscsi_req_hdr *)bhs)->cmdsn);
         if (iscsi_bhs_immediate(bhs))
                 return true;
         if (cmdsn == s->exp_cmdsn) {

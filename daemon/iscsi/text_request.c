@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "login_internal.h"
+#include "tandem/iscsi_hdr.h"
 #include "tandem/iscsi_pdu.h"
 #include "tandem/log.h"
 
@@ -67,16 +68,18 @@ static uint32_t exchange_ttt(struct iscsi_text_state *ts)
 static void fill_response(const struct iscsi_text_env *env, const uint8_t *req, uint8_t flags,
                           uint32_t ttt, uint32_t dsl, uint8_t *bhs)
 {
-        memset(bhs, 0, ISCSI_BHS_LEN);
-        bhs[0] = ISCSI_OP_TEXT_RSP;
-        bhs[1] = flags;
-        iscsi_bhs_set_dsl(bhs, dsl);
-        memcpy(bhs + 8, req + 8, 8); /* LUN */
-        put_be32(bhs + 16, iscsi_bhs_itt(req));
-        put_be32(bhs + 20, ttt);
-        put_be32(bhs + 24, env->stat_sn);
-        put_be32(bhs + 28, env->exp_cmdsn);
-        put_be32(bhs + 32, env->max_cmdsn);
+        const struct iscsi_req_hdr *q = (const struct iscsi_req_hdr *)req;
+        struct iscsi_rsp_hdr *h = (struct iscsi_rsp_hdr *)bhs;
+        memset(h, 0, sizeof(*h));
+        h->opcode = ISCSI_OP_TEXT_RSP;
+        h->flags = flags;
+        h->dsl = be24_of(dsl);
+        memcpy(h->lun, q->lun, sizeof(h->lun));
+        h->itt = q->itt;
+        h->ttt = be32_of(ttt);
+        h->sn.stat_sn = be32_of(env->stat_sn);
+        h->sn.exp_cmdsn = be32_of(env->exp_cmdsn);
+        h->sn.max_cmdsn = be32_of(env->max_cmdsn);
 }
 
 struct target_list {
@@ -239,11 +242,12 @@ int iscsi_text_handle(struct iscsi_text_state *ts, const struct iscsi_text_env *
         memset(rep, 0, sizeof(*rep));
         if (iscsi_bhs_opcode(bhs) != ISCSI_OP_TEXT_REQ || (len && !data))
                 return -EINVAL;
-        bool final = (bhs[1] & TEXT_FLAG_F) != 0;
-        bool cont = (bhs[1] & TEXT_FLAG_C) != 0;
+        const struct iscsi_req_hdr *q = (const struct iscsi_req_hdr *)bhs;
+        bool final = (q->flags & TEXT_FLAG_F) != 0;
+        bool cont = (q->flags & TEXT_FLAG_C) != 0;
         if (final && cont)
                 return -EPROTO;
-        uint32_t ttt = get_be32(bhs + 20);
+        uint32_t ttt = be32_get(q->word20);
         if (ttt == TTT_NONE) {
                 state_reset(ts); /* a new exchange ends any open one */
         } else if (!ts->reply_active || ttt != ts->ttt) {

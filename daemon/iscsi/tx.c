@@ -90,16 +90,16 @@ void iscsi_tx_queue(struct iscsi_conn *c, struct iscsi_tx *tx)
         c->tx_tail = tx;
 }
 
-void iscsi_fill_sn(struct iscsi_conn *c, uint8_t *bhs, bool advance_stat)
+void iscsi_fill_sn(struct iscsi_conn *c, struct iscsi_sn *sn, bool advance_stat)
 {
         struct iscsi_session *s = c->sess;
         if (!s)
                 return;
-        put_be32(bhs + 24, s->stat_sn);
+        sn->stat_sn = be32_of(s->stat_sn);
         if (advance_stat)
                 s->stat_sn++;
-        put_be32(bhs + 28, s->exp_cmdsn);
-        put_be32(bhs + 32, iscsi_session_max_cmdsn(s));
+        sn->exp_cmdsn = be32_of(s->exp_cmdsn);
+        sn->max_cmdsn = be32_of(iscsi_session_max_cmdsn(s));
 }
 
 void iscsi_send_reject(struct iscsi_conn *c, const uint8_t *bhs, uint8_t reason)
@@ -115,11 +115,12 @@ void iscsi_send_reject(struct iscsi_conn *c, const uint8_t *bhs, uint8_t reason)
         memcpy(tx->owned, bhs, ISCSI_BHS_LEN);
         tx->data = tx->owned;
         tx->data_len = ISCSI_BHS_LEN;
-        tx->hdr[0] = ISCSI_OP_REJECT;
-        tx->hdr[1] = 0x80;
-        tx->hdr[2] = reason;
-        put_be32(tx->hdr + 16, 0xffffffff);
-        iscsi_fill_sn(c, tx->hdr, true);
+        struct iscsi_rsp_hdr *h = (struct iscsi_rsp_hdr *)tx->hdr;
+        h->opcode = ISCSI_OP_REJECT;
+        h->flags = ISCSI_FLAG_FINAL;
+        h->response = reason;
+        h->itt = be32_of(ISCSI_RSVD_TAG);
+        iscsi_fill_sn(c, &h->sn, true);
         iscsi_tx_seal(c, tx);
         iscsi_tx_queue(c, tx);
 }

@@ -55,7 +55,9 @@ static struct scsi_lun *make_lun(uint64_t id, uint32_t block_size, bool thin)
         int rc = bs_open(path, &opts, &dev);
         FUZZ_ASSERT(rc == 0, "bs_open(%s) = %d", path, rc);
         unlink(path); /* the descriptor keeps it */
-        struct scsi_lun *lun = scsi_lun_create(id, dev, block_size);
+        struct tdm_medium *m = NULL;
+        FUZZ_ASSERT(bs_medium_create(dev, &m) == 0, "bs_medium_create");
+        struct scsi_lun *lun = scsi_lun_create(id, m, block_size, path);
         FUZZ_ASSERT(lun != NULL, "scsi_lun_create");
         lun->thin = thin;
         return lun;
@@ -75,7 +77,7 @@ static void world_build(struct world *w, bool journal)
         if (journal) {
                 snprintf(w->journal, sizeof(w->journal), "%s/lun1.journal", shm_dir);
                 unlink(w->journal);
-                int rc = scsi_lun_attach_atomic_journal(w->lun[1], w->journal);
+                int rc = scsi_lun_attach_atomic_journal(w->lun[1], w->journal, w->lun[1]->medium);
                 FUZZ_ASSERT(rc == 0, "scsi_lun_attach_atomic_journal = %d", rc);
         }
         for (int i = 0; i < 2; i++)

@@ -70,18 +70,23 @@ void iscsi_worker_pause_rx(struct iscsi_worker *w, struct iscsi_conn *c, bool pa
         c->rx_paused = paused;
 }
 
-void iscsi_worker_conn_unlink(struct iscsi_worker *w, struct iscsi_conn *c)
+/* This thread runs no loop: every command completes before it is answered. */
+void iscsi_conn_mark_dirty(struct iscsi_conn *c)
 {
-        (void)w;
         (void)c;
+        abort();
 }
 
-/* No LUN here is replicated, so no command ever completes later. */
-void iscsi_worker_post_done(struct iscsi_worker *w, struct iscsi_task *t)
+/* The portal's environment: the registry, as tandemd wires it. */
+static const struct iscsi_env registry_env = {
+    .lookup_target = tdm_registry_login_target,
+    .discovery_auth = tdm_registry_discovery_auth,
+    .for_each_visible = tdm_registry_for_each_visible,
+};
+
+const struct iscsi_env *iscsi_env(void)
 {
-        (void)w;
-        (void)t;
-        abort();
+        return &registry_env;
 }
 
 /* ---- the registry ---- */

@@ -25,6 +25,8 @@ if [[ -n "${TDM_TARGET_SH_LOADED:-}" ]]; then
 	return 0
 fi
 TDM_TARGET_SH_LOADED=1
+# shellcheck source-path=SCRIPTDIR source=cpu.sh
+. "$(dirname "${BASH_SOURCE[0]}")/cpu.sh"
 
 TDM_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 TANDEM_BIN_DIR="${TANDEM_BIN_DIR:-$TDM_REPO/build/bin}"
@@ -147,17 +149,6 @@ tdm_kill_pid()
 		kill -KILL "$pid" 2>/dev/null || true
 	fi
 	wait "$pid" 2>/dev/null || true
-}
-
-# utime+stime of a process and all its threads, in clock ticks (/proc/PID/stat fields 14, 15).
-tdm_cpu_ticks()
-{
-	local stat rest
-	stat="$(cat "/proc/$1/stat")" || return 1
-	rest="${stat##*) }" # the command name may contain spaces; fields restart after ") "
-	# shellcheck disable=SC2086
-	set -- $rest
-	printf '%s\n' "$((${12} + ${13}))"
 }
 
 # ---------------------------------------------------------------------------------------------
