@@ -67,7 +67,14 @@ static void bsm_submit(struct tdm_medium *m, struct tdm_mio *io)
                 return;
         }
         if (b->in_memory) {
-                bs_inline_submit(io);
+                /*
+                 * Zeroing a large range takes long even in memory: on the pool. Its flushes
+                 * block there as the loop's do here (never waiting on a ring's fdatasync).
+                 */
+                if (io->op == TDM_MIO_WRITE_ZEROES || io->op == TDM_MIO_UNMAP)
+                        bs_threads_submit(io);
+                else
+                        bs_inline_submit(io);
                 return;
         }
         if (b->engine == BS_ENGINE_URING && bs_uring_submit(io))

@@ -405,6 +405,14 @@ START_TEST(memory_store_runs_on_loop)
                 ck_assert_mem_eq(w[i], r[i], 4096);
         ck_assert_uint_ge(bs->flush_count, 1); /* the FUA write */
         ck_assert_int_eq(run1(m, TDM_MIO_FLUSH, NULL, 0, 0, 0), 0);
+        /* Zeroing goes to the pool, its FUA flush too. */
+        ck_assert_int_eq(run1(m, TDM_MIO_WRITE_ZEROES, NULL, 4096, 0, TDM_MIO_FUA), 0);
+        ck_assert_int_eq(run1(m, TDM_MIO_UNMAP, NULL, 4096, 4096, 0), 0);
+        ck_assert_int_eq(run1(m, TDM_MIO_READ, r[0], 4096, 0, 0), 0);
+        ck_assert(all_zero(r[0], 4096));
+        ck_assert_int_eq(run1(m, TDM_MIO_READ, r[0], 4096, 4096, 0), 0);
+        ck_assert(all_zero(r[0], 4096));
+        ck_assert_uint_eq(bs->durable_seq, atomic_load(&bs->write_seq) - 1); /* unmap: no FUA */
         tdm_medium_destroy(m);
         unlink(shm);
 }
