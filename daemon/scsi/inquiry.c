@@ -142,6 +142,7 @@ static enum scsi_reason vpd_block_limits(struct scsi_task *task, uint32_t alloc_
         uint32_t bs = lun->block_size;
         uint8_t *d = vpd_begin(task, 0xb0, 64);
         /* WSNZ 0: WRITE SAME with 0 blocks means "to the end", within the length below. */
+        d[5] = (uint8_t)scsi_caw_max_blocks(lun);
         put_be16(d + 6, (uint16_t)scsi_lun_granularity_blocks(lun));
         put_be32(d + 8, SCSI_MAX_XFER_BYTES / bs);
         put_be32(d + 12, SCSI_OPT_XFER_BYTES / bs);

@@ -3,8 +3,8 @@
  * the CDB reserved-bit check (usage[] is the CDB USAGE DATA of REPORT SUPPORTED
  * OPERATION CODES: a bit the initiator may set) and REPORT SUPPORTED OPERATION CODES.
  *
- * Room is left (see the comments in the table) for PERSISTENT RESERVE IN/OUT,
- * COMPARE AND WRITE and EXTENDED COPY.
+ * Room is left (see the comments in the table) for PERSISTENT RESERVE IN/OUT and
+ * EXTENDED COPY.
  */
 #include "scsi_internal.h"
 
@@ -85,7 +85,8 @@ const struct scsi_opcode_entry scsi_opcode_table[] = {
     /* 0x83 EXTENDED COPY, 0x84 RECEIVE COPY RESULTS: copy offload issue. */
     ROW(0x88, 16, F_IN | F_LUN | F_SR, sbc_read16, "READ(16)", 0x88, RW_FLAGS, LBA8, LBA4, GROUP,
         0),
-    /* 0x89 COMPARE AND WRITE: VAAI issue. */
+    ROW(0x89, 16, F_OUT | F_LUN | F_WR | F_SW, sbc_compare_and_write, "COMPARE AND WRITE", 0x89,
+        RW_FLAGS, LBA8, 0, 0, 0, 0xff, GROUP, 0),
     ROW(0x8a, 16, F_OUT | F_LUN | F_WR | F_SW, sbc_write16, "WRITE(16)", 0x8a, RW_FLAGS, LBA8, LBA4,
         GROUP, 0),
     ROW(0x8b, 16, F_OUT | F_LUN | F_WR | F_SW, sbc_orwrite16, "ORWRITE(16)", 0x8b, RW_FLAGS, LBA8,
@@ -219,6 +220,8 @@ uint32_t scsi_cdb_data_out_len(const uint8_t *cdb, const struct scsi_lun *lun)
         case 0x8b:
         case 0x8e:
                 return (uint32_t)write_blocks_bytes(get_be32(cdb + 10), lun);
+        case 0x89: /* COMPARE AND WRITE: the verify half, then the write half */
+                return 2 * (uint32_t)write_blocks_bytes(cdb[13], lun);
         case 0x9c: /* WRITE ATOMIC(16) */
                 return (uint32_t)write_blocks_bytes(get_be16(cdb + 12), lun);
         case 0x2f:

@@ -25,6 +25,8 @@
 #define SCSI_MAX_PHYS_BLOCK_BYTES    65536u /* largest physical block a LUN may report */
 #define SCSI_GET_LBA_STATUS_MAX_DESC 64u
 #define SCSI_MAX_ATOMIC_BYTES        (1024u * 1024) /* WRITE ATOMIC with a journal, in bytes */
+#define SCSI_MAX_CAW_BLOCKS          255u           /* MAXIMUM COMPARE AND WRITE LENGTH (a byte) */
+#define SCSI_MAX_CAW_BYTES           (1024u * 1024) /* ... and at most this much per half */
 
 /* Private opcode-table flags (high bits, clear of the public SCSI_F_* values). */
 #define SCSI_F_STAT_READ  0x01000000u /* counted as a read in the LUN statistics */
@@ -210,6 +212,11 @@ enum scsi_reason sbc_sync_cache16(struct scsi_task *task);
 
 /* Handlers: atomic.c */
 enum scsi_reason sbc_write_atomic16(struct scsi_task *task);
+
+/* Handlers: caw.c */
+enum scsi_reason sbc_compare_and_write(struct scsi_task *task);
+/* MAXIMUM COMPARE AND WRITE LENGTH of the LUN, in blocks. */
+uint32_t scsi_caw_max_blocks(const struct scsi_lun *lun);
 
 /* Handlers: capacity.c */
 enum scsi_reason sbc_read_capacity10(struct scsi_task *task);
