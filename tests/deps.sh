@@ -1,10 +1,10 @@
 # Debian packages tandem needs to build and test; sourced by tests/run and deploy/quickstart.
 TANDEM_BUILD_DEPS=(build-essential cmake pkg-config libqb-dev libprotobuf-c-dev protobuf-c-compiler
-	check libisal-dev liburing-dev libjson-c-dev libconfig-dev libssl-dev libiscsi-dev
+	check libisal-dev liburing-dev libjson-c-dev libconfig-dev libssl-dev libiscsi-dev libfuse3-dev
 	libcpg-dev libquorum-dev libvotequorum-dev libcorosync-common-dev)
 TANDEM_TEST_DEPS=(libiscsi-bin qemu-utils qemu-block-extra iproute2 procps valgrind jq strace mount
 	nftables iputils-ping corosync resource-agents libxml2-utils pacemaker pacemaker-cli-utils
-	crmsh pcs iptables drbd-utils fence-agents ruby)
+	crmsh pcs iptables drbd-utils fence-agents ruby fuse3)
 
 # Installs whatever of the named packages is missing (apt-get update first, once).
 tandem_install_missing() {

@@ -1,4 +1,4 @@
-/* Backing store on a regular file or a block device, with synchronous I/O. */
+/* Backing store on a regular file or a block device: opening, sizes, synchronous I/O. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "tandem/backstore.h"
+#include "bs_internal.h"
 
 static int bs_query_size(int fd, bool is_blockdev, uint64_t *size)
 {
@@ -119,13 +119,17 @@ int bs_set_file_size(struct bs_dev *bs, uint64_t size)
         return 0;
 }
 
-/* O_DIRECT wants aligned memory; 4096 satisfies every device's logical block size. */
-#define DIRECT_MEM_ALIGN 4096
+#define DIRECT_MEM_ALIGN BS_DIRECT_ALIGN
+
+bool bs_direct_aligned(const void *buf, size_t len)
+{
+        return !((uintptr_t)buf & (DIRECT_MEM_ALIGN - 1)) && !(len & 511);
+}
 
 static bool direct_mem_aligned(const struct iovec *iov, int iovcnt)
 {
         for (int i = 0; i < iovcnt; i++)
-                if (((uintptr_t)iov[i].iov_base & (DIRECT_MEM_ALIGN - 1)) || (iov[i].iov_len & 511))
+                if (!bs_direct_aligned(iov[i].iov_base, iov[i].iov_len))
                         return false;
         return true;
 }
@@ -195,9 +199,11 @@ static void iov_advance(struct iovec **iov, int *iovcnt, size_t n)
         }
 }
 
-static int bs_writev_plain(struct bs_dev *bs, const struct iovec *iov_in, int iovcnt, uint64_t off);
+static int bs_writev_plain(struct bs_dev *bs, const struct iovec *iov_in, int iovcnt, uint64_t off,
+                           int rwf);
 
-static int bs_writev_bounced(struct bs_dev *bs, const struct iovec *iov, int iovcnt, uint64_t off)
+static int bs_writev_bounced(struct bs_dev *bs, const struct iovec *iov, int iovcnt, uint64_t off,
+                             int rwf)
 {
         size_t len = 0;
         for (int i = 0; i < iovcnt; i++)
@@ -211,19 +217,25 @@ static int bs_writev_bounced(struct bs_dev *bs, const struct iovec *iov, int iov
                 at += iov[i].iov_len;
         }
         struct iovec one = {.iov_base = bounce, .iov_len = len};
-        int rc = bs_writev_plain(bs, &one, 1, off);
+        int rc = bs_writev_plain(bs, &one, 1, off, rwf);
         free(bounce);
         return rc;
 }
 
 int bs_writev(struct bs_dev *bs, const struct iovec *iov, int iovcnt, uint64_t off)
 {
-        if (bs->direct && !direct_mem_aligned(iov, iovcnt))
-                return bs_writev_bounced(bs, iov, iovcnt, off);
-        return bs_writev_plain(bs, iov, iovcnt, off);
+        return bs_writev_flags(bs, iov, iovcnt, off, 0);
 }
 
-static int bs_writev_plain(struct bs_dev *bs, const struct iovec *iov_in, int iovcnt, uint64_t off)
+int bs_writev_flags(struct bs_dev *bs, const struct iovec *iov, int iovcnt, uint64_t off, int rwf)
+{
+        if (bs->direct && !direct_mem_aligned(iov, iovcnt))
+                return bs_writev_bounced(bs, iov, iovcnt, off, rwf);
+        return bs_writev_plain(bs, iov, iovcnt, off, rwf);
+}
+
+static int bs_writev_plain(struct bs_dev *bs, const struct iovec *iov_in, int iovcnt, uint64_t off,
+                           int rwf)
 {
         struct iovec local[64];
         if (iovcnt > 64)
@@ -231,7 +243,7 @@ static int bs_writev_plain(struct bs_dev *bs, const struct iovec *iov_in, int io
         memcpy(local, iov_in, sizeof(*iov_in) * (size_t)iovcnt);
         struct iovec *iov = local;
         while (iovcnt > 0) {
-                ssize_t n = pwritev(bs->fd, iov, iovcnt, (off_t)off);
+                ssize_t n = pwritev2(bs->fd, iov, iovcnt, (off_t)off, rwf);
                 if (n < 0) {
                         if (errno == EINTR)
                                 continue;
@@ -242,55 +254,10 @@ static int bs_writev_plain(struct bs_dev *bs, const struct iovec *iov_in, int io
                 off += (uint64_t)n;
                 iov_advance(&iov, &iovcnt, (size_t)n);
         }
+        if (rwf & RWF_DSYNC)
+                atomic_fetch_add(&bs->dsync_writes, 1);
         atomic_fetch_add(&bs->write_seq, 1);
         return 0;
-}
-
-/*
- * Group commit: a caller needs every write that completed before it called to be durable.
- * If a flush is running that started after those writes, waiting for it is enough;
- * otherwise the caller runs the next fdatasync for everyone waiting.
- */
-int bs_flush(struct bs_dev *bs)
-{
-        uint64_t need = atomic_load(&bs->write_seq);
-        int rc = 0;
-        pthread_mutex_lock(&bs->flush_lock);
-        /*
-         * Linux reports a writeback error once: after a failed fdatasync a later one can
-         * succeed though pages were lost. The first error therefore sticks.
-         */
-        if (bs->flush_err) {
-                rc = bs->flush_err;
-                pthread_mutex_unlock(&bs->flush_lock);
-                return rc;
-        }
-        while (bs->durable_seq < need) {
-                if (bs->flushing) {
-                        pthread_cond_wait(&bs->flush_cond, &bs->flush_lock);
-                        if (bs->flush_err) {
-                                rc = bs->flush_err;
-                                break;
-                        }
-                        continue;
-                }
-                bs->flushing = true;
-                uint64_t covers = atomic_load(&bs->write_seq);
-                pthread_mutex_unlock(&bs->flush_lock);
-                rc = fdatasync(bs->fd) < 0 ? -errno : 0;
-                pthread_mutex_lock(&bs->flush_lock);
-                bs->flushing = false;
-                bs->flush_count++;
-                if (rc == 0 && covers > bs->durable_seq)
-                        bs->durable_seq = covers;
-                if (rc < 0)
-                        bs->flush_err = rc;
-                pthread_cond_broadcast(&bs->flush_cond);
-                if (rc < 0)
-                        break;
-        }
-        pthread_mutex_unlock(&bs->flush_lock);
-        return rc;
 }
 
 int bs_write_zeroes(struct bs_dev *bs, uint64_t off, uint64_t len)
@@ -301,10 +268,14 @@ int bs_write_zeroes(struct bs_dev *bs, uint64_t off, uint64_t len)
                         atomic_fetch_add(&bs->write_seq, 1);
                         return 0;
                 }
-        } else if (fallocate(bs->fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, (off_t)off,
-                             (off_t)len) == 0) {
-                atomic_fetch_add(&bs->write_seq, 1);
-                return 0;
+        } else if (!atomic_load(&bs->no_zero_range)) {
+                if (fallocate(bs->fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+                              (off_t)len) == 0) {
+                        atomic_fetch_add(&bs->write_seq, 1);
+                        return 0;
+                }
+                if (errno == EOPNOTSUPP)
+                        atomic_store(&bs->no_zero_range, true);
         }
         /* Filesystems without ZERO_RANGE (tmpfs before 6.x): write a zero buffer. */
         static const uint8_t zero[65536] __attribute__((aligned(DIRECT_MEM_ALIGN)));
@@ -328,13 +299,17 @@ int bs_unmap(struct bs_dev *bs, uint64_t off, uint64_t len)
          * devices too (unlike BLKDISCARD, whose discarded blocks may read back anything), so
          * LBPRZ holds for thin LUNs on LVM volumes as well.
          */
-        int rc = fallocate(bs->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
-                           (off_t)len) < 0
-                     ? -errno
-                     : 0;
+        int rc = -EOPNOTSUPP;
+        if (!atomic_load(&bs->no_punch_hole))
+                rc = fallocate(bs->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+                               (off_t)len) < 0
+                         ? -errno
+                         : 0;
         /* No deallocation here: write the zeroes the initiator will read back. */
-        if (rc == -EOPNOTSUPP || rc == -ENOTTY || rc == -ENODEV)
+        if (rc == -EOPNOTSUPP || rc == -ENOTTY || rc == -ENODEV) {
+                atomic_store(&bs->no_punch_hole, true);
                 return bs_write_zeroes(bs, off, len);
+        }
         if (rc == 0)
                 atomic_fetch_add(&bs->write_seq, 1);
         return rc;

@@ -20,7 +20,7 @@ static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t pool_cond = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t pool_gone = PTHREAD_COND_INITIALIZER;
 static struct net_work *queue_head, *queue_tail;
-static unsigned n_threads, n_idle;
+static unsigned n_threads, n_idle, n_queued;
 static bool shutting_down;
 
 static void work_finish(struct net_post *p)
@@ -45,6 +45,7 @@ static struct net_work *take_locked(void)
                         return NULL;
         }
         struct net_work *w = queue_head;
+        n_queued--;
         queue_head = w->next;
         if (!queue_head)
                 queue_tail = NULL;
@@ -73,7 +74,8 @@ static void *pool_main(void *arg)
 
 static void grow_locked(void)
 {
-        if (n_idle > 0 || n_threads >= POOL_MAX)
+        /* An idle thread counts as idle until it wakes: grow unless one waits for each job. */
+        if (n_queued <= n_idle || n_threads >= POOL_MAX)
                 return;
         pthread_attr_t attr;
         pthread_attr_init(&attr);
@@ -100,6 +102,7 @@ void net_pool_submit(struct net_work *w)
         else
                 queue_head = w;
         queue_tail = w;
+        n_queued++;
         grow_locked();
         pthread_cond_signal(&pool_cond);
         pthread_mutex_unlock(&pool_lock);

@@ -1,4 +1,9 @@
-/* Backing stores: regular files (sparse) and block devices, with group-committed flushes. */
+/*
+ * Backing stores: regular files (sparse) and block devices, with group-committed flushes.
+ * The bs_* calls below are synchronous (for threads that may block); as a medium
+ * (bs_medium_create) requests from a net loop go through io_uring on that loop's own ring,
+ * or through the thread pool where io_uring is unavailable, and never block the loop.
+ */
 #ifndef TANDEM_BACKSTORE_H
 #define TANDEM_BACKSTORE_H
 
@@ -9,12 +14,21 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+struct tdm_mio;
+
 struct bs_dev {
         int fd;
         char path[4096];
         uint64_t size;
         bool is_blockdev;
         bool direct; /* opened with O_DIRECT */
+        /*
+         * FUA: true writes with RWF_DSYNC; false (the default) writes, then joins a group
+         * flush, which concurrent FUA writes and SYNCHRONIZE CACHEs share.
+         */
+        bool fua_dsync;
+        atomic_bool no_zero_range; /* fallocate(ZERO_RANGE) unsupported: write zeroes */
+        atomic_bool no_punch_hole; /* fallocate(PUNCH_HOLE) unsupported: write zeroes */
         /* Group commit: every write bumps write_seq; a flush makes durable all seqs <= its start.
          */
         atomic_uint_fast64_t write_seq;
@@ -22,8 +36,12 @@ struct bs_dev {
         pthread_cond_t flush_cond;
         uint64_t durable_seq; /* all writes up to this seq are durable */
         bool flushing;
-        uint64_t flush_count; /* fdatasync calls actually made (for tests) */
-        int flush_err;        /* first failed fdatasync: every later flush fails too */
+        uint64_t flush_covers; /* write_seq when the running fdatasync started */
+        /* Requests of the medium waiting for an fdatasync (FIFO through tdm_mio.impl). */
+        struct tdm_mio *flush_wait_head, *flush_wait_tail;
+        uint64_t flush_count;              /* fdatasync calls actually made (for tests) */
+        int flush_err;                     /* first failed fdatasync: every later flush fails too */
+        atomic_uint_fast64_t dsync_writes; /* writes made with RWF_DSYNC (for tests) */
 };
 
 struct bs_open_opts {
@@ -65,6 +83,20 @@ int bs_set_file_size(struct bs_dev *bs, uint64_t size);
 void bs_prefetch(struct bs_dev *bs, uint64_t off, uint64_t len);
 
 struct tdm_medium;
+
+/* What serves a medium's requests from net loops. */
+enum bs_engine {
+        BS_ENGINE_URING,   /* one io_uring per loop thread */
+        BS_ENGINE_THREADS, /* the thread pool (net_pool_submit) */
+};
+/*
+ * The engine bs_medium_create gives a new medium: TANDEM_BACKSTORE_IO=uring|threads
+ * (default uring), threads where io_uring cannot be set up.
+ */
+enum bs_engine bs_engine_default(void);
+const char *bs_engine_name(enum bs_engine e);
+enum bs_engine bs_medium_engine(struct tdm_medium *m);
+
 /*
  * The backstore as a medium (include/tandem/medium.h); the medium owns bs from here on
  * (tdm_medium_destroy closes it). 0 or -ENOMEM.
