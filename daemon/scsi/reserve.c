@@ -23,40 +23,46 @@ static const char *task_port(const struct scsi_task *task)
         return task->nexus ? task->nexus->port_name : "";
 }
 
-/* Sets (or, holder "", clears) the holder and stores the record: the command's last step. */
+/*
+ * RESERVE (reserve) or RELEASE: decides under state_lock, stores the holder it leads to, and
+ * only then puts it in force (state_op_lock keeps other changes out meanwhile).
+ */
 static enum scsi_reason set_holder_blocking(struct scsi_task *task, bool reserve)
 {
         struct scsi_lun *lun = task->lun;
         struct scsi_lun_private *priv = scsi_lun_private(lun);
         const char *me = task_port(task);
         enum scsi_reason r = SCSI_OK;
+        const char *holder = NULL; /* the new holder, when it changes ("": none) */
         pthread_mutex_lock(&priv->state_op_lock);
         pthread_mutex_lock(&priv->state_lock);
         enum pr_spc2_verdict v = pr_spc2_check(priv->pr, me);
-        bool mine = priv->spc2_holder[0] && strcmp(priv->spc2_holder, me) == 0;
-        bool change = false;
-        if (v == PR_SPC2_CONFLICT) {
+        bool held = priv->spc2_holder[0] != '\0';
+        bool mine = held && strcmp(priv->spc2_holder, me) == 0;
+        if (v == PR_SPC2_CONFLICT)
                 r = SR_RESERVATION_CONFLICT;
-        } else if (v == PR_SPC2_AS_SPC2 && reserve) {
-                if (priv->spc2_holder[0] && !mine)
-                        r = SR_RESERVATION_CONFLICT;
-                else if (!mine) {
-                        snprintf(priv->spc2_holder, sizeof(priv->spc2_holder), "%s", me);
-                        change = true;
-                }
-                if (r == SCSI_OK) /* the session that holds it now (for scsi_nexus_fini) */
-                        priv->spc2_nexus = task->nexus ? task->nexus->id : 0;
-        } else if (v == PR_SPC2_AS_SPC2 && mine) {
-                /* Releasing another's reservation (or none) is a successful no-op. */
-                priv->spc2_holder[0] = '\0';
-                priv->spc2_nexus = 0;
-                change = true;
-        }
-        if (change)
-                scsi_lun_state_changed_locked(lun);
+        else if (v == PR_SPC2_AS_SPC2 && reserve && held && !mine)
+                r = SR_RESERVATION_CONFLICT;
+        else if (v == PR_SPC2_AS_SPC2 && reserve)
+                holder = mine ? NULL : me;
+        else if (v == PR_SPC2_AS_SPC2 && mine)
+                holder = ""; /* releasing another's reservation (or none) is a no-op */
         pthread_mutex_unlock(&priv->state_lock);
-        if (change && scsi_lun_state_store_locked(lun, 1u << SCSI_STATE_RESERVE) < 0)
-                r = SR_INTERNAL_ERROR; /* in force here, but the peer may not know it */
+        if (holder &&
+            scsi_lun_state_store(lun, SCSI_STATE_RESERVE, holder, strlen(holder), false) < 0) {
+                r = SR_INTERNAL_ERROR;
+                holder = NULL;
+        }
+        pthread_mutex_lock(&priv->state_lock);
+        if (holder) {
+                snprintf(priv->spc2_holder, sizeof(priv->spc2_holder), "%s", holder);
+                priv->spc2_nexus = 0;
+                scsi_lun_state_changed_locked(lun);
+        }
+        /* The session that holds it now, for scsi_nexus_fini (a relogin reserves again). */
+        if (r == SCSI_OK && priv->spc2_holder[0] && strcmp(priv->spc2_holder, me) == 0)
+                priv->spc2_nexus = task->nexus ? task->nexus->id : 0;
+        pthread_mutex_unlock(&priv->state_lock);
         pthread_mutex_unlock(&priv->state_op_lock);
         return r;
 }
@@ -89,6 +95,8 @@ enum scsi_reason spc_release(struct scsi_task *task)
 static void release_if(struct scsi_lun *lun, const char *name, uint64_t nexus_id)
 {
         struct scsi_lun_private *priv = scsi_lun_private(lun);
+        if (!scsi_lun_active(lun))
+                return; /* the active node's to end (its record says who holds it) */
         pthread_mutex_lock(&priv->state_lock);
         bool drop = priv->spc2_holder[0] &&
                     (!name || (strcmp(priv->spc2_holder, name) == 0 &&

@@ -97,6 +97,15 @@ static inline bool scsi_lun_write_protected(const struct scsi_lun *lun)
                atomic_load_explicit(&scsi_lun_private(lun)->swp, memory_order_relaxed);
 }
 
+/*
+ * This node's port group serves the LU: only then does it change the LU's state records (a
+ * Secondary only receives them; one it sent would be refused by the Primary).
+ */
+static inline bool scsi_lun_active(const struct scsi_lun *lun)
+{
+        return tdm_medium_access(lun->medium).local_state == TDM_ACCESS_ACTIVE;
+}
+
 static inline uint32_t min_u32(uint32_t a, uint32_t b)
 {
         return a < b ? a : b;

@@ -70,17 +70,12 @@ static enum scsi_reason take_kind(struct scsi_nexus *nx, struct scsi_lun *lun, e
         return origin == 0 || origin != nx->id ? ua_reason[k] : SCSI_OK;
 }
 
-static bool lun_active(const struct scsi_lun *lun)
-{
-        return tdm_medium_access(lun->medium).local_state == TDM_ACCESS_ACTIVE;
-}
-
 static enum scsi_reason take_named(struct scsi_nexus *nx, struct scsi_lun *lun, bool *store)
 {
         struct scsi_lun_private *priv = scsi_lun_private(lun);
         if (!(atomic_load_explicit(&priv->res_summary, memory_order_acquire) &
               SCSI_RES_NAMED_UAS) ||
-            !(scsi_nexus_res_flags(nx, lun) & SCSI_NX_UA_PENDING) || !lun_active(lun))
+            !(scsi_nexus_res_flags(nx, lun) & SCSI_NX_UA_PENDING) || !scsi_lun_active(lun))
                 return SCSI_OK;
         pthread_mutex_lock(&priv->state_lock);
         enum scsi_reason r = scsi_ua_take_named_locked(lun, nx->port_name);
