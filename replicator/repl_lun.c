@@ -81,13 +81,20 @@ static uint8_t peer_access(const struct repl_lun *r)
         return r->peer.side.role == REPL_ROLE_PRIMARY ? TDM_ACCESS_ACTIVE : TDM_ACCESS_STANDBY;
 }
 
+/*
+ * Shared ports (a floating portal IP): one group and port, the same on both nodes, so an
+ * initiator that follows the IP meets the port it knew. Per node: each node's group.
+ */
 void repl_publish_access(struct repl_lun *r)
 {
-        bool serving = r->sb.role == REPL_ROLE_PRIMARY && !r->quiesced;
+        bool serving = r->sb.role == REPL_ROLE_PRIMARY && !r->quiesced && !r->demoting;
         struct tdm_access a = {.local_state = serving ? TDM_ACCESS_ACTIVE : TDM_ACCESS_STANDBY,
-                               .local_id = (uint16_t)r->node_id,
-                               .peer_id = (uint16_t)r->peer_id,
-                               .peer_state = peer_access(r)};
+                               .local_id = 1};
+        if (r->cfg.ports_per_node) {
+                a.local_id = (uint16_t)r->node_id;
+                a.peer_id = (uint16_t)r->peer_id;
+                a.peer_state = peer_access(r);
+        }
         tdm_medium_set_access(&r->medium, &a);
 }
 

@@ -69,12 +69,26 @@ static int parse_split_brain(struct cfg_parser *p, const config_setting_t *s, co
                         v);
 }
 
+static int parse_target_ports(struct cfg_parser *p, const config_setting_t *s, const char *f,
+                              struct tdm_repl_cfg *r)
+{
+        const char *v =
+            config_setting_type(s) == CONFIG_TYPE_STRING ? config_setting_get_string(s) : NULL;
+        if (v && (strcmp(v, "shared") == 0 || strcmp(v, "per_node") == 0)) {
+                r->ports_per_node = strcmp(v, "per_node") == 0;
+                return 0;
+        }
+        return cfg_fail(p->err, p->errlen, -EINVAL, f,
+                        "must be \"shared\" (floating portal IP) or \"per_node\" (ALUA "
+                        "multipath to both nodes)");
+}
+
 int cfg_parse_repl(struct cfg_parser *p, const config_setting_t *s, const char *field,
                    struct tdm_repl_cfg *r)
 {
-        static const char *const keys[] = {"secret",          "port",        "nodes",
-                                           "metadata",        "timeout",     "resync_rate",
-                                           "resync_min_rate", "split_brain", NULL};
+        static const char *const keys[] = {
+            "secret",          "port",        "nodes",        "metadata", "timeout", "resync_rate",
+            "resync_min_rate", "split_brain", "target_ports", NULL};
         char f[FIELD_MAX];
         const config_setting_t *m;
         int rc;
@@ -115,6 +129,8 @@ int cfg_parse_repl(struct cfg_parser *p, const config_setting_t *s, const char *
             (rc = cfg_get_size(p, m, f, &r->resync_min_rate)))
                 return rc;
         if ((m = cfg_member(s, "split_brain", field, f)) && (rc = parse_split_brain(p, m, f, r)))
+                return rc;
+        if ((m = cfg_member(s, "target_ports", field, f)) && (rc = parse_target_ports(p, m, f, r)))
                 return rc;
         return 0;
 }

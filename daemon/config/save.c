@@ -85,6 +85,8 @@ static void tree_repl(config_setting_t *lun, const struct tdm_repl_cfg *r)
         char sb[96];
         tdm_repl_split_brain_name(r, sb, sizeof(sb));
         add_str(g, "split_brain", sb);
+        if (r->ports_per_node)
+                add_str(g, "target_ports", "per_node");
 }
 
 static void tree_lun(config_setting_t *list, const struct tdm_lun_cfg *l)

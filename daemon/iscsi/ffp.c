@@ -112,6 +112,7 @@ enum tmf_response {
         TMF_RSP_NO_LUN = 2,
         TMF_RSP_REASSIGN_UNSUPPORTED = 4,
         TMF_RSP_UNSUPPORTED = 5,
+        TMF_RSP_REJECTED = 255,
 };
 
 /* Abort every task still collecting data for lun (all LUNs when lun is UINT64_MAX). */
@@ -206,6 +207,10 @@ int iscsi_tmf(struct iscsi_conn *c, const uint8_t *bhs)
                 break;
         case TMF_TASK_REASSIGN:
                 response = TMF_RSP_REASSIGN_UNSUPPORTED;
+                break;
+        case TMF_CLEAR_ACA:
+                /* No ACA here (NACA is not supported): SAM-5 7.3 says function rejected. */
+                response = TMF_RSP_REJECTED;
                 break;
         default:
                 response = TMF_RSP_UNSUPPORTED;

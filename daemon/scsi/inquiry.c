@@ -10,7 +10,7 @@
 #define STD_INQUIRY_LEN 96
 #define VPD_BUF_MAX     512
 
-static const uint8_t supported_vpd[] = {0x00, 0x80, 0x83, 0xb0, 0xb1, 0xb2};
+static const uint8_t supported_vpd[] = {0x00, 0x80, 0x83, 0x8f, 0xb0, 0xb1, 0xb2};
 
 /* Version descriptors: SAM-5, iSCSI, SPC-4, SBC-3. */
 static const uint16_t version_descriptors[] = {0x00a0, 0x0960, 0x0460, 0x04c0};
@@ -37,6 +37,7 @@ static enum scsi_reason inquiry_standard(struct scsi_task *task, uint32_t alloc_
         d[4] = STD_INQUIRY_LEN - 5;
         if (task->lun)
                 d[5] = 0x10; /* TPGS 01b: implicit ALUA only (alua.c) */
+        d[5] |= 0x08;        /* 3PC: EXTENDED COPY (xcopy.c) */
         d[7] = 0x02;         /* CMDQUE */
         put_ascii(d + 8, 8, SCSI_VENDOR_ID);
         put_ascii(d + 16, 16, task->lun ? task->lun->product : "");
@@ -136,6 +137,15 @@ static enum scsi_reason vpd_device_identification(struct scsi_task *task, uint32
         return SCSI_OK;
 }
 
+static enum scsi_reason vpd_third_party_copy(struct scsi_task *task, uint32_t alloc_len)
+{
+        uint8_t *d = vpd_begin(task, 0x8f, 512);
+        if (!d)
+                return SR_INTERNAL_ERROR;
+        vpd_finish(task, 4 + scsi_vpd_third_party_copy(d + 4), alloc_len);
+        return SCSI_OK;
+}
+
 static enum scsi_reason vpd_block_limits(struct scsi_task *task, uint32_t alloc_len)
 {
         const struct scsi_lun *lun = task->lun;
@@ -191,6 +201,8 @@ static enum scsi_reason inquiry_vpd(struct scsi_task *task, uint8_t page, uint32
                 return vpd_serial(task, alloc_len);
         case 0x83:
                 return vpd_device_identification(task, alloc_len);
+        case 0x8f:
+                return vpd_third_party_copy(task, alloc_len);
         case 0xb0:
                 return vpd_block_limits(task, alloc_len);
         case 0xb1:

@@ -2,8 +2,6 @@
  * THE opcode table: one row per (opcode, service action), sorted. It drives dispatch,
  * the CDB reserved-bit check (usage[] is the CDB USAGE DATA of REPORT SUPPORTED
  * OPERATION CODES: a bit the initiator may set) and REPORT SUPPORTED OPERATION CODES.
- *
- * Room is left (see the comments in the table) for EXTENDED COPY.
  */
 #include "scsi_internal.h"
 
@@ -114,7 +112,14 @@ const struct scsi_opcode_entry scsi_opcode_table[] = {
     PROUT(0x05, "PERSISTENT RESERVE OUT (PREEMPT AND ABORT)"),
     PROUT(0x06, "PERSISTENT RESERVE OUT (REGISTER AND IGNORE EXISTING KEY)"),
     PROUT(0x07, "PERSISTENT RESERVE OUT (REGISTER AND MOVE)"),
-    /* 0x83 EXTENDED COPY, 0x84 RECEIVE COPY RESULTS: copy offload issue. */
+    ROW_SA(0x83, 0x00, 16, F_OUT | F_LUN | F_WR | F_SW, spc_extended_copy, "EXTENDED COPY(LID1)",
+           0x83, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0),
+    ROW_SA(0x84, 0x00, 16, F_IN | F_LUN | F_PRR, spc_receive_copy_results,
+           "RECEIVE COPY RESULTS(COPY STATUS)", 0x84, 0x00, 0xff, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff,
+           0xff, 0xff, 0, 0),
+    ROW_SA(0x84, 0x03, 16, F_IN | F_LUN | F_PRR, spc_receive_copy_results,
+           "RECEIVE COPY RESULTS(OPERATING PARAMETERS)", 0x84, 0x03, 0, 0, 0, 0, 0, 0, 0, 0, 0xff,
+           0xff, 0xff, 0xff, 0, 0),
     ROW(0x88, 16, F_IN | F_LUN | F_SR | F_PRR, sbc_read16, "READ(16)", 0x88, RW_FLAGS, LBA8, LBA4,
         GROUP, 0),
     ROW(0x89, 16, F_OUT | F_LUN | F_WR | F_SW, sbc_compare_and_write, "COMPARE AND WRITE", 0x89,
@@ -233,6 +238,8 @@ uint32_t scsi_cdb_data_out_len(const uint8_t *cdb, const struct scsi_lun *lun)
         switch (cdb[0]) {
         case 0x15: /* MODE SELECT(6) */
                 return cdb[4];
+        case 0x83: /* EXTENDED COPY: PARAMETER LIST LENGTH */
+                return get_be32(cdb + 10);
         case 0x55: /* MODE SELECT(10) */
         case 0x42: /* UNMAP */
                 return get_be16(cdb + 7);

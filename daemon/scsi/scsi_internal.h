@@ -323,6 +323,12 @@ enum scsi_reason sbc_sync_cache16(struct scsi_task *task);
 /* Handlers: atomic.c */
 enum scsi_reason sbc_write_atomic16(struct scsi_task *task);
 
+/* Handlers: xcopy.c, xcopy_results.c */
+enum scsi_reason spc_extended_copy(struct scsi_task *task);
+enum scsi_reason spc_receive_copy_results(struct scsi_task *task);
+/* The descriptors of the Third-party Copy VPD page (8Fh) into d; their length. */
+uint32_t scsi_vpd_third_party_copy(uint8_t *d);
+
 /* Handlers: caw.c */
 enum scsi_reason sbc_compare_and_write(struct scsi_task *task);
 /* MAXIMUM COMPARE AND WRITE LENGTH of the LUN, in blocks. */

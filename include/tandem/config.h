@@ -91,6 +91,12 @@ struct tdm_repl_cfg {
         uint64_t resync_min_rate; /* bytes/s the resync keeps even under live writes */
         int split_brain;          /* enum repl_sb_policy */
         char split_brain_node[64];
+        /*
+         * How initiators see the pair's target ports: false ("shared", the default) one port
+         * and one port group that moves with the floating portal IP; true ("per_node") one
+         * port group per node (id = node id) for ALUA multipath to both nodes.
+         */
+        bool ports_per_node;
 };
 
 struct tdm_lun_cfg {

@@ -73,6 +73,12 @@ enum scsi_reason {
         SR_BUSY,                       /* status 0x08, no sense */
         SR_ABORTED_COMMAND,            /* 0B/00/00 */
         SR_INTERNAL_ERROR,             /* 04/44/00 */
+        SR_TOO_MANY_TARGET_DESC,       /* 05/26/06 */
+        SR_UNSUPPORTED_TARGET_DESC,    /* 05/26/07 */
+        SR_TOO_MANY_SEGMENT_DESC,      /* 05/26/08 */
+        SR_UNSUPPORTED_SEGMENT_DESC,   /* 05/26/09 */
+        SR_COPY_TARGET_UNREACHABLE,    /* 0A/0D/02 COPY ABORTED, target not reachable */
+        SR_COPY_ABORTED,               /* 0A/00/00 */
         SR_COUNT,
         /* Not a reason: the handler started medium work and completes the task later. */
         SCSI_PENDING = 1000

@@ -561,6 +561,42 @@ def prout_seeds():
     }
 
 
+def xcopy_seeds():
+    """fuzz_xcopy: EXTENDED COPY parameter lists (header, E4h targets, 02h/0Ah segments)."""
+    def target(naa):
+        d = bytearray(32)
+        d[0], d[4], d[5], d[7] = 0xE4, 1, 3, 16
+        d[8:24] = naa
+        d[29:32] = be(512, 3)
+        return bytes(d)
+
+    def segment(src, dst, blocks, src_lba, dst_lba, kind=0x02):
+        d = bytearray(28 if kind == 0x02 else 32)
+        d[0] = kind
+        d[2:4] = be(len(d) - 4, 2)
+        d[4:6], d[6:8] = be(src, 2), be(dst, 2)
+        if kind == 0x02:
+            d[10:12] = be(blocks, 2)
+        else:
+            d[8:12] = be(blocks * 512, 4)
+        d[12:20], d[20:28] = be(src_lba, 8), be(dst_lba, 8)
+        return bytes(d)
+
+    def plist(targets, segments, list_id=1, usage=0):
+        t, s = b"".join(targets), b"".join(segments)
+        return (bytes([list_id, usage << 3]) + be(len(t), 2) + bytes(4) + be(len(s), 4)
+                + bytes(4) + t + s)
+
+    naa, naa2 = bytes([0x60] + [0x11] * 15), bytes([0x60] + [0x22] * 15)
+    return {
+        "simple": plist([target(naa)], [segment(0, 0, 8, 0, 100)]),
+        "two_luns": plist([target(naa), target(naa2)],
+                          [segment(0, 1, 16, 0, 0), segment(1, 0, 16, 8, 64)]),
+        "bytes_segment": plist([target(naa)], [segment(0, 0, 8, 0, 100, 0x0A)], usage=3),
+        "header_only": plist([], []),
+    }
+
+
 def write(target, seeds):
     d = os.path.join(HERE, "corpus", target)
     os.makedirs(d, exist_ok=True)
@@ -579,6 +615,7 @@ def main():
     write("fuzz_repl_wire", repl_wire_seeds())
     write("fuzz_cluster_msg", cluster_msg_seeds())
     write("fuzz_config", config_seeds())
+    write("fuzz_xcopy", xcopy_seeds())
     write("fuzz_prout", prout_seeds())
     total = 0
     for root, _, files in os.walk(os.path.join(HERE, "corpus")):

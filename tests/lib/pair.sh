@@ -52,6 +52,7 @@ PAIR_TIMEOUT_MS=2000
 PAIR_RESYNC_RATE="200M"
 PAIR_RESYNC_MIN_RATE="20M"
 PAIR_SPLIT_BRAIN="disconnect"
+PAIR_TARGET_PORTS="shared" # "per_node": one ALUA port group per node (tests/cluster/alua)
 PAIR_REPLICATED=1 # 0: plain (non-replicated) LUN, for testing the plumbing alone
 # Default time limit of a tdm-writer run (seconds), on top of its own --seconds.
 PAIR_WRITER_LIMIT=90
@@ -282,6 +283,7 @@ pair_write_config()
           resync_rate = \"$PAIR_RESYNC_RATE\";
           resync_min_rate = \"$PAIR_RESYNC_MIN_RATE\";
           split_brain = \"$PAIR_SPLIT_BRAIN\";
+          target_ports = \"$PAIR_TARGET_PORTS\";
           $extra
         };"
 	fi

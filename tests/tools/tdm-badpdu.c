@@ -2113,6 +2113,25 @@ static int case_target_warm_reset(struct ctx *c, char *detail)
                o2.status == 0;
 }
 
+/*
+ * CLEAR ACA on a target without ACA (NACA unsupported): FUNCTION REJECTED (255, SAM-5 7.3),
+ * and the session goes on.
+ */
+static int case_clear_aca(struct ctx *c, char *detail)
+{
+        struct conn cn;
+        struct scsi_result r;
+        char seen[256];
+        if (session(c, &cn, false, detail) != 0)
+                return 0;
+        uint32_t tmf_itt;
+        int response = tmf(&cn, c, 3, 0xffffffffu, cn.cmdsn, &tmf_itt, seen, sizeof(seen));
+        scsi_exec(&cn, c, cdb_tur, sizeof(cdb_tur), 0, &r);
+        DETAIL("CLEAR ACA: response %d; next TEST UNIT READY: status 0x%02x", response, r.status);
+        conn_close(&cn);
+        return response == 255 && r.rc == 0;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /*
  * Resource bounds against a hostile or slow initiator. Immediate commands (I bit) are not
@@ -2852,6 +2871,7 @@ static const struct test_case cases[] = {
     {"logout_for_recovery", case_logout_for_recovery},
     {"abort_task_mid_r2t", case_abort_task_mid_r2t},
     {"target_warm_reset", case_target_warm_reset},
+    {"clear_aca", case_clear_aca},
     {"collect_flood", case_collect_flood},
     {"collect_flood_tasks", case_collect_flood_tasks},
     {"slow_reader", case_slow_reader},

@@ -85,6 +85,7 @@ static void io_done(struct tdm_mio *io)
         pthread_mutex_unlock(&b->lock);
 }
 
+/* The poster holds one count of its own: the batch may not go before the loop is done. */
 static void batch_post(struct net_post *p)
 {
         struct batch *b = (struct batch *)p;
@@ -93,12 +94,16 @@ static void batch_post(struct net_post *p)
                 tdm_medium_submit(b->m, &b->ios[i]);
                 b->submitting = false;
         }
+        pthread_mutex_lock(&b->lock);
+        b->left--;
+        pthread_cond_broadcast(&b->cond);
+        pthread_mutex_unlock(&b->lock);
 }
 
 static void batch_start(struct batch *b, struct net_loop *l, struct tdm_medium *m,
                         struct tdm_mio *ios, int n)
 {
-        *b = (struct batch){.m = m, .ios = ios, .n = n, .left = n};
+        *b = (struct batch){.m = m, .ios = ios, .n = n, .left = n + 1};
         pthread_mutex_init(&b->lock, NULL);
         pthread_cond_init(&b->cond, NULL);
         for (int i = 0; i < n; i++) {

@@ -387,6 +387,9 @@ static const struct bad_case bad_cases[] = {
     {RCFG(RSECRET RNODES "split_brain = \"discard-node-gamma\";"),
      "targets[0].luns[0].replication.split_brain: discard-node-gamma: no node is named \"gamma\" "
      "(nodes: alpha, beta)"},
+    {RCFG(RSECRET RNODES "target_ports = \"both\";"),
+     "targets[0].luns[0].replication.target_ports: must be \"shared\" (floating portal IP) or "
+     "\"per_node\""},
     {RCFG(RSECRET RNODES "split_brain = \"discard-node-\";"),
      "targets[0].luns[0].replication.split_brain: must be disconnect"},
     {"node_id = 1; " RLUNS(RLUN(0, "/a", "", RSECRET RNODES)),
@@ -936,6 +939,7 @@ START_TEST(test_repl_defaults)
         ck_assert_uint_eq(r->resync_rate, TDM_DEFAULT_RESYNC_RATE);
         ck_assert_uint_eq(r->resync_min_rate, TDM_DEFAULT_RESYNC_MIN_RATE);
         ck_assert_int_eq(r->split_brain, REPL_SB_DISCONNECT);
+        ck_assert(!r->ports_per_node); /* shared: the floating portal IP */
         ck_assert(!c.identities_generated);
         char host[128], buf[4200];
         uint16_t port;
@@ -1016,6 +1020,7 @@ START_TEST(test_repl_round_trip)
         /* Rates above 2^32 and a split-brain policy that is not the default. */
         a.targets[0].luns[0].repl.resync_rate = 5ull << 40;
         a.targets[0].luns[0].repl.resync_min_rate = 3ull << 32;
+        a.targets[0].luns[0].repl.ports_per_node = true;
         ck_assert_int_eq(tdm_config_save(path, &a, err, sizeof(err)), 0);
         int rc = tdm_config_load(path, &b, err, sizeof(err));
         ck_assert_msg(rc == 0, "reload: %s", err);
@@ -1026,6 +1031,7 @@ START_TEST(test_repl_round_trip)
                                  sizeof(struct tdm_repl_cfg));
         char *first = read_all(path);
         ck_assert_ptr_nonnull(strstr(first, "split_brain = \"discard-node-alpha\";"));
+        ck_assert_ptr_nonnull(strstr(first, "target_ports = \"per_node\";"));
         ck_assert_ptr_nonnull(strstr(first, "node_id = 2;"));
         /* Only the replicated LUN has the group. */
         ck_assert_ptr_null(strstr(strstr(first, "replication") + 1, "replication"));

@@ -69,7 +69,7 @@ START_TEST(vpd_pages)
 {
         struct scsi_task *t = inquiry(true, 0x00, 255);
         h_assert_good(t);
-        const uint8_t pages[] = {0x00, 0x80, 0x83, 0xb0, 0xb1, 0xb2};
+        const uint8_t pages[] = {0x00, 0x80, 0x83, 0x8f, 0xb0, 0xb1, 0xb2};
         ck_assert_int_eq(get_be16(t->data_in + 2), sizeof(pages));
         ck_assert_mem_eq(t->data_in + 4, pages, sizeof(pages));
         for (size_t i = 0; i < sizeof(pages); i++) {
@@ -509,8 +509,8 @@ START_TEST(read_only_lun)
                 h_assert_sense(&h.task, 0x7, 0x27, 0x00);
                 checked++;
         }
-        /* WRITE x4, AND VERIFY x3, ORWRITE, SAME x2, UNMAP, ATOMIC, COMPARE AND WRITE */
-        ck_assert_uint_eq(checked, 13);
+        /* WRITE x4, AND VERIFY x3, ORWRITE, SAME x2, UNMAP, ATOMIC, COMPARE AND WRITE, XCOPY */
+        ck_assert_uint_eq(checked, 14);
         /* and with real data nothing reaches the medium; reads still work */
         uint8_t *buf = h_pattern(8 * 512, 5);
         h_assert_sense(h_write10(0, 8, buf), 0x7, 0x27, 0x00);
