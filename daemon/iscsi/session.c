@@ -71,6 +71,8 @@ struct iscsi_session *iscsi_session_create(struct iscsi_conn *c, struct iscsi_lo
         s->conn = c;
         if (s->target) {
                 scsi_nexus_init(&s->nexus, s->target, s->initiator);
+                /* Name plus ISID: the same I_T nexus on either node and after a relogin. */
+                scsi_nexus_set_isid(&s->nexus, s->isid);
                 s->nexus.id = s->id;
                 s->lun_cache_gen = atomic_load(&s->target->luns_gen);
         }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pr_model.h"
 #include "scsi_internal.h"
 
 static _Atomic uint64_t next_nexus_id = 1;
@@ -57,6 +58,13 @@ struct scsi_lun *scsi_lun_create(uint64_t id, struct tdm_medium *medium, uint32_
         atomic_init(&lun->wce, true);
         lun_default_identity(lun, priv->name);
         scsi_lun_alua_init(lun);
+        if (scsi_lun_state_init(lun) < 0) {
+                lun->medium->access_changed = NULL;
+                lun->medium->state_changed = NULL;
+                free(priv->name);
+                free(priv);
+                return NULL;
+        }
         return lun;
 }
 
@@ -77,6 +85,7 @@ void scsi_lun_put(struct scsi_lun *lun)
         lun->medium->access_changed = NULL;
         lun->medium->state_changed = NULL;
         tdm_medium_destroy(lun->medium);
+        scsi_lun_state_fini(lun);
         free(priv->name);
         free(priv);
 }
@@ -173,15 +182,24 @@ void scsi_nexus_init(struct scsi_nexus *nx, struct scsi_target *t, const char *i
         nx->id = atomic_fetch_add(&next_nexus_id, 1);
         nx->target = t;
         snprintf(nx->initiator, sizeof(nx->initiator), "%s", initiator ? initiator : "");
+        static const uint8_t no_isid[6];
+        pr_port_name(nx->port_name, nx->initiator, no_isid);
         for (int i = 0; i < SCSI_MAX_LUNS; i++)
                 nx->power_on_pending[i] = true;
         if (t)
                 nx->luns_gen_seen = atomic_load(&t->luns_gen);
 }
 
+void scsi_nexus_set_isid(struct scsi_nexus *nx, const uint8_t isid[6])
+{
+        pr_port_name(nx->port_name, nx->initiator, isid);
+        memset(nx->res_epoch, 0, sizeof(nx->res_epoch)); /* another nexus to every LUN */
+}
+
 /*
  * LOGICAL UNIT RESET: every nexus, the requester included, gets BUS DEVICE RESET
- * FUNCTION OCCURRED; a medium removal prevention and a RESERVE reservation end.
+ * FUNCTION OCCURRED; a medium removal prevention and a RESERVE reservation end (persistent
+ * reservations do not).
  * Aborting the tasks in flight is the transport's part.
  */
 void scsi_nexus_lun_reset(struct scsi_nexus *nx, struct scsi_lun *lun)

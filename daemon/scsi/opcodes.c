@@ -2,8 +2,6 @@
  * THE opcode table: one row per (opcode, service action), sorted. It drives dispatch,
  * the CDB reserved-bit check (usage[] is the CDB USAGE DATA of REPORT SUPPORTED
  * OPERATION CODES: a bit the initiator may set) and REPORT SUPPORTED OPERATION CODES.
- *
- * Room is left (see the comments in the table) for PERSISTENT RESERVE IN/OUT.
  */
 #include "scsi_internal.h"
 
@@ -16,6 +14,11 @@
 #define F_WR   SCSI_F_WRITES_MEDIUM
 #define F_SR   SCSI_F_STAT_READ
 #define F_SW   SCSI_F_STAT_WRITE
+/* Persistent reservation conflict classes (see scsi.h): allowed for every nexus under every
+ * type, under the Write Exclusive types, or when the CDB changes nothing. */
+#define F_PRA SCSI_F_PR_ANY
+#define F_PRR SCSI_F_PR_READ
+#define F_PRC SCSI_F_PR_CDB
 
 /* Usage bytes shared by the READ/WRITE family: byte 1 DPO 0x10, FUA 0x08, FUA_NV 0x02. */
 #define RW_FLAGS 0x1a
@@ -38,59 +41,87 @@
                 }                                                                                  \
         }
 
+/*
+ * PR IN works on a standby port (it reads the replicated state); PR OUT changes a record that
+ * only the active side may write. Neither runs while another nexus holds a RESERVE(6/10).
+ */
+#define PRIN(sa, nm)                                                                               \
+        ROW_SA(0x5e, sa, 10, F_IN | F_LUN | F_SBY | F_PRA, spc_pr_in, nm, 0x5e, sa, 0, 0, 0, 0, 0, \
+               0xff, 0xff, 0)
+#define PROUT(sa, nm)                                                                              \
+        ROW_SA(0x5f, sa, 10, F_OUT | F_LUN | F_PRA, spc_pr_out, nm, 0x5f, sa, 0xff, 0, 0, 0xff,    \
+               0xff, 0xff, 0xff, 0)
+
 const struct scsi_opcode_entry scsi_opcode_table[] = {
-    ROW(0x00, 6, F_LUN | F_SBY | F_RES, spc_test_unit_ready, "TEST UNIT READY", 0x00, 0, 0, 0, 0,
+    ROW(0x00, 6, F_LUN | F_SBY | F_RES | F_PRA, spc_test_unit_ready, "TEST UNIT READY", 0x00, 0, 0,
+        0, 0, 0),
+    ROW(0x03, 6, F_IN | F_NOUA | F_SBY | F_RES | F_PRA, spc_request_sense, "REQUEST SENSE", 0x03,
+        0x01, 0, 0, 0xff, 0),
+    ROW(0x08, 6, F_IN | F_LUN | F_SR | F_PRR, sbc_read6, "READ(6)", 0x08, 0x1f, 0xff, 0xff, 0xff,
         0),
-    ROW(0x03, 6, F_IN | F_NOUA | F_SBY | F_RES, spc_request_sense, "REQUEST SENSE", 0x03, 0x01, 0,
-        0, 0xff, 0),
-    ROW(0x08, 6, F_IN | F_LUN | F_SR, sbc_read6, "READ(6)", 0x08, 0x1f, 0xff, 0xff, 0xff, 0),
     ROW(0x0a, 6, F_OUT | F_LUN | F_WR | F_SW, sbc_write6, "WRITE(6)", 0x0a, 0x1f, 0xff, 0xff, 0xff,
         0),
-    ROW(0x12, 6, F_IN | F_NOUA | F_SBY | F_RES, spc_inquiry, "INQUIRY", 0x12, 0x01, 0xff, 0xff,
-        0xff, 0),
+    ROW(0x12, 6, F_IN | F_NOUA | F_SBY | F_RES | F_PRA, spc_inquiry, "INQUIRY", 0x12, 0x01, 0xff,
+        0xff, 0xff, 0),
     ROW(0x15, 6, F_OUT | F_LUN, spc_mode_select6, "MODE SELECT(6)", 0x15, 0x10, 0, 0, 0xff, 0),
-    ROW(0x16, 6, F_LUN, spc_reserve, "RESERVE(6)", 0x16, 0, 0, 0, 0, 0),
-    ROW(0x17, 6, F_LUN | F_RES, spc_release, "RELEASE(6)", 0x17, 0, 0, 0, 0, 0),
-    ROW(0x1a, 6, F_IN | F_LUN | F_SBY, spc_mode_sense6, "MODE SENSE(6)", 0x1a, 0x08, 0xff, 0xff,
-        0xff, 0),
-    ROW(0x1b, 6, F_LUN, spc_start_stop_unit, "START STOP UNIT", 0x1b, 0x01, 0, 0x0f, 0xf7, 0),
-    ROW(0x1e, 6, F_LUN, spc_prevent_allow, "PREVENT ALLOW MEDIUM REMOVAL", 0x1e, 0, 0, 0, 0x03, 0),
-    ROW(0x25, 10, F_IN | F_LUN | F_SBY, sbc_read_capacity10, "READ CAPACITY(10)", 0x25, 0x00, LBA4,
-        0, 0, 0x01, 0),
-    ROW(0x28, 10, F_IN | F_LUN | F_SR, sbc_read10, "READ(10)", 0x28, RW_FLAGS, LBA4, GROUP, 0xff,
-        0xff, 0),
+    ROW(0x16, 6, F_LUN | F_PRA, spc_reserve, "RESERVE(6)", 0x16, 0, 0, 0, 0, 0),
+    ROW(0x17, 6, F_LUN | F_RES | F_PRA, spc_release, "RELEASE(6)", 0x17, 0, 0, 0, 0, 0),
+    ROW(0x1a, 6, F_IN | F_LUN | F_SBY | F_PRR, spc_mode_sense6, "MODE SENSE(6)", 0x1a, 0x08, 0xff,
+        0xff, 0xff, 0),
+    ROW(0x1b, 6, F_LUN | F_PRC, spc_start_stop_unit, "START STOP UNIT", 0x1b, 0x01, 0, 0x0f, 0xf7,
+        0),
+    ROW(0x1e, 6, F_LUN | F_PRC, spc_prevent_allow, "PREVENT ALLOW MEDIUM REMOVAL", 0x1e, 0, 0, 0,
+        0x03, 0),
+    ROW(0x25, 10, F_IN | F_LUN | F_SBY | F_PRA, sbc_read_capacity10, "READ CAPACITY(10)", 0x25,
+        0x00, LBA4, 0, 0, 0x01, 0),
+    ROW(0x28, 10, F_IN | F_LUN | F_SR | F_PRR, sbc_read10, "READ(10)", 0x28, RW_FLAGS, LBA4, GROUP,
+        0xff, 0xff, 0),
     ROW(0x2a, 10, F_OUT | F_LUN | F_WR | F_SW, sbc_write10, "WRITE(10)", 0x2a, RW_FLAGS, LBA4,
         GROUP, 0xff, 0xff, 0),
     ROW(0x2e, 10, F_OUT | F_LUN | F_WR | F_SW, sbc_write_verify10, "WRITE AND VERIFY(10)", 0x2e,
         0x12, LBA4, GROUP, 0xff, 0xff, 0),
-    ROW(0x2f, 10, F_OUT | F_LUN | F_SR, sbc_verify10, "VERIFY(10)", 0x2f, 0x16, LBA4, GROUP, 0xff,
+    ROW(0x2f, 10, F_OUT | F_LUN | F_SR | F_PRR, sbc_verify10, "VERIFY(10)", 0x2f, 0x16, LBA4, GROUP,
+        0xff, 0xff, 0),
+    ROW(0x34, 10, F_LUN | F_PRR, sbc_prefetch10, "PRE-FETCH(10)", 0x34, 0x02, LBA4, GROUP, 0xff,
         0xff, 0),
-    ROW(0x34, 10, F_LUN, sbc_prefetch10, "PRE-FETCH(10)", 0x34, 0x02, LBA4, GROUP, 0xff, 0xff, 0),
     ROW(0x35, 10, F_LUN, sbc_sync_cache10, "SYNCHRONIZE CACHE(10)", 0x35, 0x06, LBA4, GROUP, 0xff,
         0xff, 0),
-    ROW(0x37, 10, F_IN | F_LUN, sbc_read_defect_data10, "READ DEFECT DATA(10)", 0x37, 0, 0x1f, 0, 0,
-        0, 0, 0xff, 0xff, 0),
+    ROW(0x37, 10, F_IN | F_LUN | F_PRR, sbc_read_defect_data10, "READ DEFECT DATA(10)", 0x37, 0,
+        0x1f, 0, 0, 0, 0, 0xff, 0xff, 0),
     ROW(0x41, 10, F_OUT | F_LUN | F_WR | F_SW, sbc_write_same10, "WRITE SAME(10)", 0x41, 0x08, LBA4,
         GROUP, 0xff, 0xff, 0),
     ROW(0x42, 10, F_OUT | F_LUN | F_WR | F_SW, sbc_unmap, "UNMAP", 0x42, 0x00, 0, 0, 0, 0, GROUP,
         0xff, 0xff, 0),
     ROW(0x55, 10, F_OUT | F_LUN, spc_mode_select10, "MODE SELECT(10)", 0x55, 0x10, 0, 0, 0, 0, 0,
         0xff, 0xff, 0),
-    ROW(0x56, 10, F_LUN, spc_reserve, "RESERVE(10)", 0x56, 0, 0, 0, 0, 0, 0, 0, 0, 0),
-    ROW(0x57, 10, F_LUN | F_RES, spc_release, "RELEASE(10)", 0x57, 0, 0, 0, 0, 0, 0, 0, 0, 0),
-    ROW(0x5a, 10, F_IN | F_LUN | F_SBY, spc_mode_sense10, "MODE SENSE(10)", 0x5a, 0x18, 0xff, 0xff,
-        0, 0, 0, 0xff, 0xff, 0),
-    /* 0x5e PERSISTENT RESERVE IN, 0x5f PERSISTENT RESERVE OUT: reservations issue. */
+    ROW(0x56, 10, F_LUN | F_PRA, spc_reserve, "RESERVE(10)", 0x56, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+    ROW(0x57, 10, F_LUN | F_RES | F_PRA, spc_release, "RELEASE(10)", 0x57, 0, 0, 0, 0, 0, 0, 0, 0,
+        0),
+    ROW(0x5a, 10, F_IN | F_LUN | F_SBY | F_PRR, spc_mode_sense10, "MODE SENSE(10)", 0x5a, 0x18,
+        0xff, 0xff, 0, 0, 0, 0xff, 0xff, 0),
+    /* PERSISTENT RESERVE IN/OUT: the handlers take every service action of their rows. */
+    PRIN(0x00, "PERSISTENT RESERVE IN (READ KEYS)"),
+    PRIN(0x01, "PERSISTENT RESERVE IN (READ RESERVATION)"),
+    PRIN(0x02, "PERSISTENT RESERVE IN (REPORT CAPABILITIES)"),
+    PRIN(0x03, "PERSISTENT RESERVE IN (READ FULL STATUS)"),
+    PROUT(0x00, "PERSISTENT RESERVE OUT (REGISTER)"),
+    PROUT(0x01, "PERSISTENT RESERVE OUT (RESERVE)"),
+    PROUT(0x02, "PERSISTENT RESERVE OUT (RELEASE)"),
+    PROUT(0x03, "PERSISTENT RESERVE OUT (CLEAR)"),
+    PROUT(0x04, "PERSISTENT RESERVE OUT (PREEMPT)"),
+    PROUT(0x05, "PERSISTENT RESERVE OUT (PREEMPT AND ABORT)"),
+    PROUT(0x06, "PERSISTENT RESERVE OUT (REGISTER AND IGNORE EXISTING KEY)"),
+    PROUT(0x07, "PERSISTENT RESERVE OUT (REGISTER AND MOVE)"),
     ROW_SA(0x83, 0x00, 16, F_OUT | F_LUN | F_WR | F_SW, spc_extended_copy, "EXTENDED COPY(LID1)",
            0x83, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0),
-    ROW_SA(0x84, 0x00, 16, F_IN | F_LUN, spc_receive_copy_results,
+    ROW_SA(0x84, 0x00, 16, F_IN | F_LUN | F_PRR, spc_receive_copy_results,
            "RECEIVE COPY RESULTS(COPY STATUS)", 0x84, 0x00, 0xff, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff,
            0xff, 0xff, 0, 0),
-    ROW_SA(0x84, 0x03, 16, F_IN | F_LUN, spc_receive_copy_results,
+    ROW_SA(0x84, 0x03, 16, F_IN | F_LUN | F_PRR, spc_receive_copy_results,
            "RECEIVE COPY RESULTS(OPERATING PARAMETERS)", 0x84, 0x03, 0, 0, 0, 0, 0, 0, 0, 0, 0xff,
            0xff, 0xff, 0xff, 0, 0),
-    ROW(0x88, 16, F_IN | F_LUN | F_SR, sbc_read16, "READ(16)", 0x88, RW_FLAGS, LBA8, LBA4, GROUP,
-        0),
+    ROW(0x88, 16, F_IN | F_LUN | F_SR | F_PRR, sbc_read16, "READ(16)", 0x88, RW_FLAGS, LBA8, LBA4,
+        GROUP, 0),
     ROW(0x89, 16, F_OUT | F_LUN | F_WR | F_SW, sbc_compare_and_write, "COMPARE AND WRITE", 0x89,
         RW_FLAGS, LBA8, 0, 0, 0, 0xff, GROUP, 0),
     ROW(0x8a, 16, F_OUT | F_LUN | F_WR | F_SW, sbc_write16, "WRITE(16)", 0x8a, RW_FLAGS, LBA8, LBA4,
@@ -99,36 +130,36 @@ const struct scsi_opcode_entry scsi_opcode_table[] = {
         LBA4, GROUP, 0),
     ROW(0x8e, 16, F_OUT | F_LUN | F_WR | F_SW, sbc_write_verify16, "WRITE AND VERIFY(16)", 0x8e,
         0x12, LBA8, LBA4, GROUP, 0),
-    ROW(0x8f, 16, F_OUT | F_LUN | F_SR, sbc_verify16, "VERIFY(16)", 0x8f, 0x16, LBA8, LBA4, GROUP,
-        0),
-    ROW(0x90, 16, F_LUN, sbc_prefetch16, "PRE-FETCH(16)", 0x90, 0x02, LBA8, LBA4, GROUP, 0),
+    ROW(0x8f, 16, F_OUT | F_LUN | F_SR | F_PRR, sbc_verify16, "VERIFY(16)", 0x8f, 0x16, LBA8, LBA4,
+        GROUP, 0),
+    ROW(0x90, 16, F_LUN | F_PRR, sbc_prefetch16, "PRE-FETCH(16)", 0x90, 0x02, LBA8, LBA4, GROUP, 0),
     ROW(0x91, 16, F_LUN, sbc_sync_cache16, "SYNCHRONIZE CACHE(16)", 0x91, 0x06, LBA8, LBA4, GROUP,
         0),
     ROW(0x93, 16, F_OUT | F_LUN | F_WR | F_SW, sbc_write_same16, "WRITE SAME(16)", 0x93, 0x09, LBA8,
         LBA4, GROUP, 0),
     ROW(0x9c, 16, F_OUT | F_LUN | F_WR | F_SW, sbc_write_atomic16, "WRITE ATOMIC(16)", 0x9c, 0x18,
         LBA8, 0, 0, 0xff, 0xff, GROUP, 0),
-    ROW_SA(0x9e, 0x10, 16, F_IN | F_LUN | F_SBY, sbc_read_capacity16, "READ CAPACITY(16)", 0x9e,
-           0x10, LBA8, LBA4, 0x01, 0),
-    ROW_SA(0x9e, 0x12, 16, F_IN | F_LUN, sbc_get_lba_status, "GET LBA STATUS", 0x9e, 0x12, LBA8,
-           LBA4, 0, 0),
-    ROW(0xa0, 12, F_IN | F_NOUA | F_SBY | F_RES, spc_report_luns, "REPORT LUNS", 0xa0, 0, 0xff, 0,
-        0, 0, LBA4, 0, 0),
+    ROW_SA(0x9e, 0x10, 16, F_IN | F_LUN | F_SBY | F_PRA, sbc_read_capacity16, "READ CAPACITY(16)",
+           0x9e, 0x10, LBA8, LBA4, 0x01, 0),
+    ROW_SA(0x9e, 0x12, 16, F_IN | F_LUN | F_PRR, sbc_get_lba_status, "GET LBA STATUS", 0x9e, 0x12,
+           LBA8, LBA4, 0, 0),
+    ROW(0xa0, 12, F_IN | F_NOUA | F_SBY | F_RES | F_PRA, spc_report_luns, "REPORT LUNS", 0xa0, 0,
+        0xff, 0, 0, 0, LBA4, 0, 0),
     /* PARAMETER DATA FORMAT (byte 1 bits 7-5): the handler takes 000b and 001b. */
-    ROW_SA(0xa3, 0x0a, 12, F_IN | F_LUN | F_SBY | F_RES, spc_report_target_port_groups,
+    ROW_SA(0xa3, 0x0a, 12, F_IN | F_LUN | F_SBY | F_RES | F_PRA, spc_report_target_port_groups,
            "REPORT TARGET PORT GROUPS", 0xa3, 0xea, 0, 0, 0, 0, LBA4, 0, 0),
-    ROW_SA(0xa3, 0x0c, 12, F_IN | F_LUN | F_SBY | F_RES, spc_report_supported_opcodes,
+    ROW_SA(0xa3, 0x0c, 12, F_IN | F_LUN | F_SBY | F_RES | F_PRR, spc_report_supported_opcodes,
            "REPORT SUPPORTED OPERATION CODES", 0xa3, 0x0c, 0x87, 0xff, 0xff, 0xff, LBA4, 0, 0),
-    ROW(0xa8, 12, F_IN | F_LUN | F_SR, sbc_read12, "READ(12)", 0xa8, RW_FLAGS, LBA4, LBA4, GROUP,
-        0),
+    ROW(0xa8, 12, F_IN | F_LUN | F_SR | F_PRR, sbc_read12, "READ(12)", 0xa8, RW_FLAGS, LBA4, LBA4,
+        GROUP, 0),
     ROW(0xaa, 12, F_OUT | F_LUN | F_WR | F_SW, sbc_write12, "WRITE(12)", 0xaa, RW_FLAGS, LBA4, LBA4,
         GROUP, 0),
     ROW(0xae, 12, F_OUT | F_LUN | F_WR | F_SW, sbc_write_verify12, "WRITE AND VERIFY(12)", 0xae,
         0x12, LBA4, LBA4, GROUP, 0),
-    ROW(0xaf, 12, F_OUT | F_LUN | F_SR, sbc_verify12, "VERIFY(12)", 0xaf, 0x16, LBA4, LBA4, GROUP,
-        0),
-    ROW(0xb7, 12, F_IN | F_LUN, sbc_read_defect_data12, "READ DEFECT DATA(12)", 0xb7, 0x1f, LBA4,
-        LBA4, 0, 0),
+    ROW(0xaf, 12, F_OUT | F_LUN | F_SR | F_PRR, sbc_verify12, "VERIFY(12)", 0xaf, 0x16, LBA4, LBA4,
+        GROUP, 0),
+    ROW(0xb7, 12, F_IN | F_LUN | F_PRR, sbc_read_defect_data12, "READ DEFECT DATA(12)", 0xb7, 0x1f,
+        LBA4, LBA4, 0, 0),
 };
 
 const size_t scsi_opcode_table_len = sizeof(scsi_opcode_table) / sizeof(scsi_opcode_table[0]);
@@ -212,6 +243,8 @@ uint32_t scsi_cdb_data_out_len(const uint8_t *cdb, const struct scsi_lun *lun)
         case 0x55: /* MODE SELECT(10) */
         case 0x42: /* UNMAP */
                 return get_be16(cdb + 7);
+        case 0x5f: /* PERSISTENT RESERVE OUT */
+                return get_be32(cdb + 5);
         }
         if (!lun)
                 return 0;

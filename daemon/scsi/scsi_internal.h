@@ -33,19 +33,56 @@
 #define SCSI_F_STAT_WRITE 0x02000000u /* counted as a write in the LUN statistics */
 
 struct scsi_atomic_journal;
+struct pr_state;
+
+/* Bits of scsi_nexus.res_flags: what a nexus is to a LUN's state (pr.c). */
+#define SCSI_NX_REGISTERED  0x01 /* registered for persistent reservations */
+#define SCSI_NX_PR_HOLDER   0x02 /* holds the persistent reservation */
+#define SCSI_NX_SPC2_HOLDER 0x04 /* holds the RESERVE(6/10) reservation */
+#define SCSI_NX_UA_PENDING  0x08 /* has unit attentions owed by name (ua.c) */
+
+/* Bits of scsi_lun_private.res_summary: the fast path's view of the same. */
+#define SCSI_RES_PR_TYPE   0x0f /* the persistent reservation's type, 0: none */
+#define SCSI_RES_SPC2      0x10 /* a RESERVE(6/10) reservation exists */
+#define SCSI_RES_NAMED_UAS 0x20 /* attentions are owed to some named nexus */
+
+/* Unit attentions owed to one named nexus (ua.c), oldest first. */
+#define SCSI_NAMED_UA_DEPTH 4
+struct scsi_named_ua {
+        char name[SCSI_PORT_NAME_MAX];
+        uint8_t n;
+        uint8_t reasons[SCSI_NAMED_UA_DEPTH]; /* enum scsi_reason */
+};
+#define SCSI_NAMED_UA_MAX 256 /* nexuses with attentions owed, per LUN */
 
 /*
  * State of a LUN that only the SCSI layer uses. scsi_lun_create() allocates this and hands
  * out &lun, so every struct scsi_lun must come from scsi_lun_create().
  */
 struct scsi_lun_private {
-        struct scsi_lun lun;          /* first */
-        char *name;                   /* the backing store's name (identity, journal key) */
-        atomic_bool swp;              /* control page SWP: software write protect */
-        atomic_bool d_sense;          /* control page D_SENSE: descriptor format sense data */
-        _Atomic uint64_t reserved_by; /* nexus holding a RESERVE(6/10) reservation, 0: none */
+        struct scsi_lun lun; /* first */
+        char *name;          /* the backing store's name (identity, journal key) */
+        atomic_bool swp;     /* control page SWP: software write protect */
+        atomic_bool d_sense; /* control page D_SENSE: descriptor format sense data */
         struct scsi_atomic_journal *journal; /* NULL: atomic writes of one block only */
         atomic_uint alua_published;          /* ALUA states last reported, see alua.c */
+        /*
+         * The LU's reservations and the attentions it owes by name (pr.c, reserve.c, ua.c),
+         * kept in state records of the medium. state_op_lock serializes every change with
+         * the store of its record (held on the pool while the store waits for the peer);
+         * state_lock guards the copies below and is held only to read or swap them. Order:
+         * state_op_lock, then state_lock. A change bumps state_epoch (under state_lock) so
+         * each nexus recomputes what it is to the LUN (scsi_nexus.res_*).
+         */
+        pthread_mutex_t state_op_lock;
+        pthread_mutex_t state_lock;
+        struct pr_state *pr;                  /* never NULL after scsi_lun_create */
+        char spc2_holder[SCSI_PORT_NAME_MAX]; /* RESERVE(6/10) holder, "": none */
+        uint64_t spc2_nexus;                  /* its local nexus id, 0: from the record */
+        struct scsi_named_ua *named_uas;      /* SCSI_NAMED_UA_MAX entries */
+        unsigned n_named_uas;
+        _Atomic uint32_t res_summary; /* SCSI_RES_* */
+        _Atomic uint64_t state_epoch;
 };
 
 static inline struct scsi_lun_private *scsi_lun_private(const struct scsi_lun *lun)
@@ -58,6 +95,15 @@ static inline bool scsi_lun_write_protected(const struct scsi_lun *lun)
 {
         return lun->read_only ||
                atomic_load_explicit(&scsi_lun_private(lun)->swp, memory_order_relaxed);
+}
+
+/*
+ * This node's port group serves the LU: only then does it change the LU's state records (a
+ * Secondary only receives them; one it sent would be refused by the Primary).
+ */
+static inline bool scsi_lun_active(const struct scsi_lun *lun)
+{
+        return tdm_medium_access(lun->medium).local_state == TDM_ACCESS_ACTIVE;
 }
 
 static inline uint32_t min_u32(uint32_t a, uint32_t b)
@@ -112,9 +158,27 @@ bool scsi_reason_has_sense(enum scsi_reason reason);
 void scsi_lun_alua_init(struct scsi_lun *lun);
 enum scsi_reason spc_report_target_port_groups(struct scsi_task *task);
 
-/* ua.c: unit attentions of one nexus for one LUN. */
-enum scsi_reason scsi_ua_take(struct scsi_nexus *nx, struct scsi_lun *lun);
+/*
+ * ua.c: unit attentions of one nexus for one LUN. *store: the attention was owed by name and
+ * is now taken; the command must store the LUN's attention record (scsi_ua_store_taken)
+ * before it reports it, so a promoted peer does not report it again.
+ */
+enum scsi_reason scsi_ua_take(struct scsi_nexus *nx, struct scsi_lun *lun, bool *store);
 void scsi_ua_clear_luns_changed(struct scsi_nexus *nx);
+/* Blocking (pool): stores the attention record, then reports the taken attention. */
+enum scsi_reason scsi_ua_store_taken(struct scsi_task *task);
+/* Owes reason to the named nexus (state_lock held; changes nothing if already owed). */
+void scsi_ua_owe_locked(struct scsi_lun *lun, const char *name, enum scsi_reason reason);
+/* Takes the first attention owed to name (state_lock held); SCSI_OK: none. */
+enum scsi_reason scsi_ua_take_named_locked(struct scsi_lun *lun, const char *name);
+bool scsi_ua_owed_locked(const struct scsi_lun *lun, const char *name);
+/* The attention record: encode (state_lock held) into buf; its length. */
+size_t scsi_ua_encode_locked(const struct scsi_lun *lun, uint8_t *buf, size_t cap);
+size_t scsi_ua_record_max(void);
+/* Replaces the owed attentions with the record's (state_lock held); false if malformed. */
+bool scsi_ua_decode_locked(struct scsi_lun *lun, const uint8_t *buf, size_t len);
+/* Reloads the attention record (it changed on the other copy, or at start). Any thread. */
+void scsi_ua_reload(struct scsi_lun *lun);
 
 /* opcodes.c */
 bool scsi_opcode_has_service_actions(uint8_t opcode);
@@ -185,14 +249,38 @@ size_t scsi_lun_state_load(struct scsi_lun *lun, enum scsi_state_id id, void *bu
 /* The medium's state_changed callback: a record arrived from the other copy. */
 void scsi_lun_state_changed(void *arg, unsigned id);
 
-/* pr.c: reload the persistent reservation state from its record (it changed elsewhere). */
+/*
+ * pr.c: the LU's reservation state. Reload the persistent reservation state from its record
+ * (it changed elsewhere; also at start). Any thread.
+ */
 void scsi_pr_reload(struct scsi_lun *lun);
+/* Sets up and loads the state of a new LUN (scsi_lun_create) and frees it (last put). */
+int scsi_lun_state_init(struct scsi_lun *lun);
+void scsi_lun_state_fini(struct scsi_lun *lun);
+/* What nexus nx is to the LUN's state (SCSI_NX_*), cached per nexus by epoch. Loop-safe. */
+uint8_t scsi_nexus_res_flags(struct scsi_nexus *nx, struct scsi_lun *lun);
+/* A change of the in-memory state is visible (state_lock held): new epoch and summary. */
+void scsi_lun_state_changed_locked(struct scsi_lun *lun);
+/*
+ * Stores the records in mask (1u << SCSI_STATE_*) from the in-memory state, state_op_lock
+ * held (blocking). 0 or the first -errno.
+ */
+int scsi_lun_state_store_locked(struct scsi_lun *lun, unsigned mask);
+/* The same from any thread, later: on the pool when called on a loop, else now. */
+void scsi_lun_state_store_later(struct scsi_lun *lun, unsigned mask);
+/* The admission check of persistent and SPC-2 reservations (task.c). */
+enum scsi_reason scsi_reservation_check(struct scsi_task *task, const struct scsi_opcode_entry *e);
 
 /* reserve.c: RESERVE/RELEASE (SPC-2 logical unit reservations). */
-enum scsi_reason scsi_reservation_check(struct scsi_task *task, const struct scsi_opcode_entry *e);
 void scsi_reservation_release_all(struct scsi_lun *lun);
+size_t scsi_spc2_encode_locked(const struct scsi_lun *lun, uint8_t *buf, size_t cap);
+void scsi_spc2_reload(struct scsi_lun *lun);
 enum scsi_reason spc_reserve(struct scsi_task *task);
 enum scsi_reason spc_release(struct scsi_task *task);
+
+/* pr_in.c, pr_out.c: PERSISTENT RESERVE IN and OUT. */
+enum scsi_reason spc_pr_in(struct scsi_task *task);
+enum scsi_reason spc_pr_out(struct scsi_task *task);
 
 /* Handlers: spc.c */
 enum scsi_reason spc_test_unit_ready(struct scsi_task *task);

@@ -16,19 +16,35 @@ enum scsi_reason spc_test_unit_ready(struct scsi_task *task)
  * REQUEST SENSE reports (and clears) a pending unit attention, else NO SENSE: sense
  * data of failed commands already went back with them (autosense).
  */
-enum scsi_reason spc_request_sense(struct scsi_task *task)
+static enum scsi_reason request_sense_data(struct scsi_task *task, enum scsi_reason pending)
 {
         bool descriptor = task->cdb[1] & 0x01;
-        enum scsi_reason pending = SCSI_OK;
-        if (!task->lun)
-                pending = SR_LUN_NOT_SUPPORTED;
-        else if (task->nexus)
-                pending = scsi_ua_take(task->nexus, task->lun);
         uint8_t *d = scsi_data_in_alloc(task, SCSI_SENSE_MAX);
         uint8_t len = scsi_sense_format(d, SCSI_SENSE_MAX, pending, NULL, 0, false, descriptor);
         task->data_in_len = len;
         scsi_data_in_limit(task, task->cdb[4]);
         return SCSI_OK;
+}
+
+/* An attention owed by name: its record is stored before the sense data goes out. */
+static enum scsi_reason request_sense_store(struct scsi_task *task)
+{
+        return request_sense_data(task, scsi_ua_store_taken(task));
+}
+
+enum scsi_reason spc_request_sense(struct scsi_task *task)
+{
+        enum scsi_reason pending = SCSI_OK;
+        bool store = false;
+        if (!task->lun)
+                pending = SR_LUN_NOT_SUPPORTED;
+        else if (task->nexus)
+                pending = scsi_ua_take(task->nexus, task->lun, &store);
+        if (store) {
+                task->op_flags = (uint32_t)pending;
+                return scsi_task_block(task, request_sense_store);
+        }
+        return request_sense_data(task, pending);
 }
 
 /* LUN numbers below 256 use the peripheral device addressing method (byte 0 = 0). */

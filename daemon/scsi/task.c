@@ -44,11 +44,19 @@ static enum scsi_reason access_check(const struct scsi_task *task,
         }
 }
 
-/* Checks of the command against the state of the LUN: attentions, reservation, write protect. */
+/*
+ * Checks of the command against the state of the LUN: attentions, ALUA access, reserved CDB
+ * bits, reservations (SPC-2 and persistent, pr.c), write protect.
+ */
 static enum scsi_reason task_admit(struct scsi_task *task, const struct scsi_opcode_entry *e)
 {
         if (task->nexus && !(e->flags & SCSI_F_NO_UA)) {
-                enum scsi_reason ua = scsi_ua_take(task->nexus, task->lun);
+                bool store = false;
+                enum scsi_reason ua = scsi_ua_take(task->nexus, task->lun, &store);
+                if (store) { /* owed by name: taken only once the record says so */
+                        task->op_flags = (uint32_t)ua;
+                        return scsi_task_block(task, scsi_ua_store_taken);
+                }
                 if (ua != SCSI_OK)
                         return ua;
         }

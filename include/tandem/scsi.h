@@ -14,6 +14,12 @@
 #define SCSI_MAX_LUNS  256
 #define SCSI_SENSE_MAX 32
 #define SCSI_CDB_MAX   32
+/*
+ * An initiator port name: the iSCSI name, ",i,0x" and the ISID in 12 hex digits, as in the
+ * iSCSI TransportID (SPC-4 7.6.4.6). It names an I_T nexus for reservations and attentions
+ * (the pair's target ports count as one, see docs/reservations.md).
+ */
+#define SCSI_PORT_NAME_MAX 256
 
 /* SCSI status bytes. */
 enum scsi_status {
@@ -39,6 +45,7 @@ enum scsi_reason {
         SR_LBA_OUT_OF_RANGE,           /* 05/21/00 */
         SR_LUN_NOT_SUPPORTED,          /* 05/25/00 */
         SR_INVALID_RELEASE_OF_PR,      /* 05/26/04 */
+        SR_INSUFFICIENT_REG_RESOURCES, /* 05/55/04 */
         SR_SAVING_PARAMS_UNSUP,        /* 05/39/00 */
         SR_MEDIUM_REMOVAL_PREVENTED,   /* 05/53/02 */
         SR_NOT_READY_MANUAL,           /* 02/04/03 */
@@ -148,6 +155,13 @@ struct scsi_nexus {
         uint64_t id; /* unique across the process */
         struct scsi_target *target;
         char initiator[224];
+        char port_name[SCSI_PORT_NAME_MAX]; /* initiator port name (see SCSI_PORT_NAME_MAX) */
+        /*
+         * What this nexus is to each LUN's reservations and attentions (SCSI_NX_* bits),
+         * valid while the LUN's state epoch equals res_epoch (daemon/scsi/pr.c).
+         */
+        uint64_t res_epoch[SCSI_MAX_LUNS];
+        uint8_t res_flags[SCSI_MAX_LUNS];
         /* Unit attention bookkeeping, indexed by LUN id. */
         bool power_on_pending[SCSI_MAX_LUNS];
         unsigned ua_seen[SCSI_MAX_LUNS][SCSI_UA_KINDS];
@@ -247,8 +261,19 @@ struct scsi_task {
 #define SCSI_F_NEEDS_LUN                 0x0004 /* fails with LUN NOT SUPPORTED when the LUN is absent */
 #define SCSI_F_NO_UA                     0x0008 /* executes without reporting a pending unit attention */
 #define SCSI_F_OK_ON_STANDBY             0x0010 /* allowed while the LUN's port group is standby */
-#define SCSI_F_ALLOWED_UNDER_RESERVATION 0x0020
+#define SCSI_F_ALLOWED_UNDER_RESERVATION 0x0020 /* SPC-2 RESERVE held by another nexus */
 #define SCSI_F_WRITES_MEDIUM             0x0040 /* modifies the medium (for replication / write-protect) */
+/*
+ * Persistent reservation conflict classes (SPC-4 table 5-13, SBC-4 table 13): a command
+ * from a nexus that does not hold the reservation is allowed under every type
+ * (SCSI_F_PR_ANY), under the Write Exclusive types (SCSI_F_PR_READ), or when its CDB
+ * changes no state (SCSI_F_PR_CDB: PREVENT 0; START 1 with POWER CONDITION 0). Without
+ * one of them only holders (and registrants under a registrants-only or all-registrants
+ * type) may run it.
+ */
+#define SCSI_F_PR_ANY  0x0080
+#define SCSI_F_PR_READ 0x0100
+#define SCSI_F_PR_CDB  0x0200
 
 typedef enum scsi_reason (*scsi_handler_fn)(struct scsi_task *task);
 
@@ -342,8 +367,21 @@ int scsi_target_add_lun(struct scsi_target *t, struct scsi_lun *lun);
 int scsi_target_del_lun(struct scsi_target *t, uint64_t id);
 
 void scsi_nexus_init(struct scsi_nexus *nx, struct scsi_target *t, const char *initiator);
+/* The session's ISID (6 bytes): completes the initiator port name (zeroes until set). */
+void scsi_nexus_set_isid(struct scsi_nexus *nx, const uint8_t isid[6]);
 /* Task management. */
 void scsi_nexus_lun_reset(struct scsi_nexus *nx, struct scsi_lun *lun);
+
+/*
+ * PREEMPT AND ABORT: the transport aborts every task of the named I_T nexuses (initiator
+ * port names) on LUN lun_id of target t, all but `except` (the PERSISTENT RESERVE OUT
+ * itself), and returns once they are aborted. Runs on the pool (it may wait). Set once at
+ * start-up; while unset the preempted nexuses' tasks run to their end.
+ */
+typedef void (*scsi_pr_abort_fn)(struct scsi_target *t, uint64_t lun_id,
+                                 const char *const *port_names, size_t n,
+                                 const struct scsi_task *except);
+void scsi_set_pr_abort(scsi_pr_abort_fn fn);
 
 void scsi_lun_record_latency(struct scsi_lun *lun, uint64_t ns);
 

@@ -507,6 +507,59 @@ def config_seeds():
                             b'luns = ({ lun = 0; path = "/x"; size = "16000P"; }); });',
     }
 
+# ---- PERSISTENT RESERVE OUT: fuzz_prout (state record, then caller + CDB + data-out) ----
+
+def pr_record(regs, gen=0, rtype=0, aptpl=False):
+    """A SCSI_STATE_PR record: regs is [(name, key, holder)]."""
+    b = b"TPR1" + bytes([1, 1 if aptpl else 0, rtype, 0]) + be(gen, 4) + be(len(regs), 2) + b"\0\0"
+    for name, key, holder in regs:
+        n = name.encode()
+        b += be(key, 8) + bytes([1 if holder else 0, len(n)]) + n
+    return b
+
+
+PR_A1 = "iqn.2026-11.io.tandem:host-a,i,0x000000000001"
+PR_B1 = "iqn.2026-11.io.tandem:host-b,i,0x400000000001"
+
+
+def prout(caller, sa, rtype=0, key=0, sark=0, flags=0, scope=0, extra=None):
+    if extra is None:
+        param = be(key, 8) + be(sark, 8) + b"\0\0\0\0" + bytes([flags, 0, 0, 0])
+    else:
+        param = extra
+    c = bytes([0x5F, sa, scope << 4 | rtype, 0, 0]) + be(len(param), 4) + b"\0"
+    return bytes([caller]) + c + be(len(param), 2) + param
+
+
+def tid(name):
+    n = name.encode() + b"\0"
+    n += b"\0" * (-len(n) % 4)
+    return bytes([0x45, 0]) + be(len(n), 2) + n
+
+
+def move(caller, key, sark, dest, rtpi=1, unreg=False, aptpl=False):
+    t = tid(dest)
+    param = be(key, 8) + be(sark, 8) + bytes([0, (2 if unreg else 0) | (1 if aptpl else 0)])
+    param += be(rtpi, 2) + be(len(t), 4) + t
+    return prout(caller | 4, 7, extra=param)
+
+
+def prout_seeds():
+    empty = be(0, 2)
+    held = pr_record([(PR_A1, 0xA, True), (PR_B1, 0xB, False)], gen=5, rtype=1)
+    allreg = pr_record([(PR_A1, 0xA, False), (PR_B1, 0xB, False)], gen=9, rtype=7, aptpl=True)
+    return {
+        "register-reserve-release": empty + prout(0, 0, sark=0x1111) + prout(0, 1, 3, key=0x1111)
+        + prout(0, 2, 3, key=0x1111),
+        "two-register-preempt-abort": empty + prout(0, 6, sark=0xA) + prout(2, 6, sark=0xB)
+        + prout(2, 1, 1, key=0xB) + prout(0, 5, 3, key=0xA, sark=0xB),
+        "aptpl-clear": empty + prout(1, 0, sark=0x55, flags=0x01) + prout(1, 3, key=0x55),
+        "held-move": be(len(held), 2) + held + move(0, 0xA, 0xDD, "iqn.2026-11.io.tandem:host-c,i,0x800000000001", unreg=True),
+        "allreg-preempt-zero": be(len(allreg), 2) + allreg + prout(2, 4, 6, key=0xB, sark=0),
+        "allreg-unregister": be(len(allreg), 2) + allreg + prout(0, 0, key=0xA) + prout(2, 6),
+        "bad-scope-spec-i-pt": empty + prout(0, 0, sark=1, flags=0x08) + prout(0, 1, 1, key=1, scope=1),
+    }
+
 
 def xcopy_seeds():
     """fuzz_xcopy: EXTENDED COPY parameter lists (header, E4h targets, 02h/0Ah segments)."""
@@ -563,6 +616,7 @@ def main():
     write("fuzz_cluster_msg", cluster_msg_seeds())
     write("fuzz_config", config_seeds())
     write("fuzz_xcopy", xcopy_seeds())
+    write("fuzz_prout", prout_seeds())
     total = 0
     for root, _, files in os.walk(os.path.join(HERE, "corpus")):
         total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
