@@ -268,8 +268,8 @@ static int on_lu_state(struct repl_lun *r, struct rx_state *st, const struct rep
 {
         const Tandem__Repl__LuState *m = (const Tandem__Repl__LuState *)rx->msg;
         pthread_mutex_lock(&r->lock);
-        bool from_source =
-            r->peer.side.role == REPL_ROLE_PRIMARY || r->conn == REPL_CONN_SYNC_TARGET;
+        bool from_source = r->peer.side.role == REPL_ROLE_PRIMARY ||
+                           r->conn == REPL_CONN_SYNC_TARGET || !r->lu_state_valid;
         bool primary = r->sb.role == REPL_ROLE_PRIMARY;
         pthread_mutex_unlock(&r->lock);
         if (primary || !from_source)
@@ -286,6 +286,11 @@ static int on_lu_state(struct repl_lun *r, struct rx_state *st, const struct rep
                 return apply_failed(r, 0, 0, rc, "state record");
         if (r->medium.state_changed)
                 r->medium.state_changed(r->medium.access_arg, m->id);
+        if (m->last_of_set) {
+                pthread_mutex_lock(&r->lock);
+                r->lu_state_valid = true;
+                pthread_mutex_unlock(&r->lock);
+        }
         return 0;
 }
 

@@ -272,6 +272,7 @@ int repl_send_state(struct repl_lun *r)
         m.node_name = r->self_name;
         m.bitmap_shift = REPL_MD_BIT_SHIFT;
         m.want_discard = r->want_discard;
+        m.lu_state_valid = r->lu_state_valid;
         pthread_mutex_unlock(&r->lock);
         return repl_send_ctl(r, TANDEM__REPL__MSG_TYPE__MSG_STATE, &m);
 }
@@ -294,6 +295,7 @@ void repl_peer_from_state(struct repl_lun *r, const struct Tandem__Repl__State *
         p->side.node_id = r->peer_id;
         p->side.node_name = p->name;
         p->side.want_discard = m->want_discard;
+        p->lu_state_valid = m->lu_state_valid;
 }
 
 static int recv_state(struct repl_lun *r)
@@ -603,15 +605,33 @@ static int send_scsi_state_locked(struct repl_lun *r, enum repl_role role)
         return rc;
 }
 
+/*
+ * The role, in order with the data. A new Primary's LU state records follow it as a whole set:
+ * from now on they are the LU's, and the peer holds them as current too.
+ */
 int repl_send_scsi_state(struct repl_lun *r)
 {
         pthread_mutex_lock(&r->lock);
         enum repl_role role = r->sb.role;
-        pthread_mutex_unlock(&r->lock);
         pthread_mutex_lock(&r->send_lock);
         int rc = r->in_ack_set ? send_scsi_state_locked(r, role) : -ENOTCONN;
+        if (rc == 0 && role == REPL_ROLE_PRIMARY)
+                rc = repl_queue_lu_state_snapshot_locked(r);
         pthread_mutex_unlock(&r->send_lock);
+        pthread_mutex_unlock(&r->lock);
         return rc;
+}
+
+/*
+ * Whether this node sends its LU state records after the connect (r->lock held): when they are
+ * current here, and the peer's are not, or this node's data wins (Primary, sync source).
+ * A restarted node's non-persistent records come back this way, whatever the roles.
+ */
+static bool lu_state_sender(const struct repl_lun *r, enum repl_decision d)
+{
+        if (!r->lu_state_valid)
+                return false;
+        return !r->peer.lu_state_valid || r->sb.role == REPL_ROLE_PRIMARY || decision_is_source(d);
 }
 
 /* States, checks, decision and bitmaps; on success the link is up and the decision set. */
@@ -669,7 +689,7 @@ static int establish(struct repl_lun *r, bool *standalone)
         /* Seq 1, before any write can take a number: identity and role; then, from the node
          * whose data wins, the logical unit's state records. */
         int src = send_scsi_state_locked(r, r->sb.role);
-        if (src == 0 && (r->sb.role == REPL_ROLE_PRIMARY || decision_is_source(d)))
+        if (src == 0 && lu_state_sender(r, d))
                 src = repl_queue_lu_state_snapshot_locked(r);
         pthread_mutex_unlock(&r->send_lock);
         pthread_mutex_unlock(&r->lock);

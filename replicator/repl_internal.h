@@ -92,6 +92,7 @@ struct repl_write {
 /* What the peer told us about itself (its State message). */
 struct repl_peer_view {
         bool known;
+        bool lu_state_valid;
         struct repl_side side;
         uint64_t size_bytes;
         uint32_t block_size;
@@ -107,6 +108,12 @@ struct repl_lun {
         bool stop_done;       /* ... and finished: threads ended, metadata closed */
         bool quiesced;        /* shutting down: this node's group stops serving (r->lock) */
         bool demoting;        /* a demote drains changes: new commands are refused (r->lock) */
+        /*
+         * The LU's state records here are current: this node was promoted, or received a whole
+         * set. After a restart only the persistent (APTPL) ones are; the others come back from
+         * a peer that has them (r->lock).
+         */
+        bool lu_state_valid;
         /* Identity and configuration (immutable after create). */
         char iqn[TDM_IQN_MAX];
         uint64_t lun_id;

@@ -83,11 +83,12 @@ static void local_done(struct tdm_mio *lio)
 
 /* A state record: the caller's bytes go as the payload (no payload: the record is gone). */
 static int queue_lu_state_locked(struct repl_lun *r, struct repl_req *req, unsigned id,
-                                 const void *buf, uint32_t len, bool persist)
+                                 const void *buf, uint32_t len, bool persist, bool last_of_set)
 {
         Tandem__Repl__LuState m = TANDEM__REPL__LU_STATE__INIT;
         m.id = id;
         m.persist = persist;
+        m.last_of_set = last_of_set;
         return repl_queue_data_locked(r, req, TANDEM__REPL__MSG_TYPE__MSG_LU_STATE, &m,
                                       len ? buf : NULL, len);
 }
@@ -102,7 +103,8 @@ int repl_queue_lu_state_snapshot_locked(struct repl_lun *r)
                         return -ENOMEM;
                 len = tdm_medium_state_get(r->local, id, req->owned, len, &persist);
                 req->off = id;
-                int rc = queue_lu_state_locked(r, req, id, req->owned, (uint32_t)len, persist);
+                int rc = queue_lu_state_locked(r, req, id, req->owned, (uint32_t)len, persist,
+                                               id == TDM_STATE_RECORDS - 1);
                 if (rc < 0) {
                         repl_req_put(req);
                         repl_req_put(req);
@@ -117,7 +119,8 @@ static int queue_change_locked(struct repl_lun *r, struct repl_write *w)
         struct repl_req *req = &w->req;
         if (req->kind == REPL_OP_LU_STATE)
                 return queue_lu_state_locked(r, req, (unsigned)w->io->off, w->io->buf,
-                                             (uint32_t)w->io->len, w->io->flags & TDM_MIO_PERSIST);
+                                             (uint32_t)w->io->len, w->io->flags & TDM_MIO_PERSIST,
+                                             false);
         if (req->kind == REPL_OP_FLUSH) {
                 Tandem__Repl__Flush m = TANDEM__REPL__FLUSH__INIT;
                 return repl_queue_data_locked(r, req, TANDEM__REPL__MSG_TYPE__MSG_FLUSH, &m, NULL,
