@@ -19,9 +19,9 @@
 #                                    second, and logs each "cont" to GUEST_DIR/TAG.conts
 #   guest_pauses TAG [AFTER_TS]      "count seconds" of I/O-error pauses (STOP ... RESUME) from
 #                                    the QMP events (a migration's STOP is not one)
-#   guest_host_stall TAG             the longest time (s) between two acknowledged writes while
+#   guest_host_stall FILE             the longest time (s) between two acknowledged writes while
 #                                    the workload ran, on the host's clock
-#   guest_result TAG KEY             a field of the guest's "TG RESULT" line
+#   guest_result FILE KEY             a field of the guest's "TG RESULT" line
 # Environment: TDM_GUEST_ACCEL (tcg, or kvm where the host has a working one),
 # TDM_GUEST_MEM (MiB, default 512), TDM_GUEST_CACHE (image cache, see image/build).
 
@@ -182,15 +182,15 @@ print('%d %.1f' % (count, total))
 PY
 }
 
-guest_host_stall() # tag
+guest_host_stall() # console file
 {
 	awk '/ TG WORKLOAD-START/ { on = 1; last = $1; next }
 		/ TG WORKLOAD-STOP/ { on = 0 }
 		on && / TG ACK / { if ($1 - last > gap) gap = $1 - last; last = $1 }
-		END { printf "%.1f\n", gap }' "$GUEST_DIR/$1.serial"
+		END { printf "%.1f\n", gap }' "$1"
 }
 
-guest_result() # tag key
+guest_result() # console-file key
 {
-	sed -n "s/.* TG RESULT .*\\b$2=\\([^ ]*\\).*/\\1/p" "$GUEST_DIR/$1.serial" | tail -1
+	sed -n "s/.* TG RESULT .*\\b$2=\\([^ ]*\\).*/\\1/p" "$1" | tail -1
 }
