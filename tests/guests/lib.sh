@@ -105,7 +105,9 @@ guest_wait_line() # tag regex secs
 	return 1
 }
 
-guest_send() { printf '%s\n' "$2" | socat -u - "UNIX-CONNECT:$GUEST_DIR/$1.ctl" 2>/dev/null; }
+# QEMU feeds the UART only as fast as its FIFO drains and drops what is left in the socket when
+# the client goes: the connection stays open a second after the line.
+guest_send() { { printf '%s\n' "$2"; sleep 1; } | socat -u - "UNIX-CONNECT:$GUEST_DIR/$1.ctl" 2>/dev/null; }
 
 guest_qmp() # tag cmd [json]
 {
