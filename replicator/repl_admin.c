@@ -138,6 +138,8 @@ static int do_promote(struct repl_lun *r, void *arg, char *err, size_t errlen)
                 epoch = r->peer.side.promote_epoch;
         r->sb.promote_epoch = epoch + 1;
         r->sb.role = REPL_ROLE_PRIMARY;
+        /* Without a handed-over state the non-persistent PR state is gone: a power on. */
+        r->continued = r->lu_state_valid;
         r->lu_state_valid = true; /* what this node holds is the LU's state from now on */
         r->sb.primary_active = true;
         rc = repl_persist(r);

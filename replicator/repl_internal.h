@@ -114,6 +114,8 @@ struct repl_lun {
          * a peer that has them (r->lock).
          */
         bool lu_state_valid;
+        /* Promoted holding a state handed over by an earlier Primary (r->lock): tdm_access. */
+        bool continued;
         /* Identity and configuration (immutable after create). */
         char iqn[TDM_IQN_MAX];
         uint64_t lun_id;

@@ -89,7 +89,8 @@ void repl_publish_access(struct repl_lun *r)
 {
         bool serving = r->sb.role == REPL_ROLE_PRIMARY && !r->quiesced && !r->demoting;
         struct tdm_access a = {.local_state = serving ? TDM_ACCESS_ACTIVE : TDM_ACCESS_STANDBY,
-                               .local_id = 1};
+                               .local_id = 1,
+                               .continued = r->continued};
         if (r->cfg.ports_per_node) {
                 a.local_id = (uint16_t)r->node_id;
                 a.peer_id = (uint16_t)r->peer_id;

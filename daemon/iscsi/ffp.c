@@ -162,6 +162,19 @@ static uint8_t tmf_lun_reset(struct iscsi_conn *c, uint64_t lun_id)
         return TMF_RSP_COMPLETE;
 }
 
+/* ABORT TASK SET ends this nexus's tasks; CLEAR TASK SET also tells the other nexuses. */
+static uint8_t tmf_task_set(struct iscsi_conn *c, uint64_t lun_id, bool clear)
+{
+        struct scsi_lun *lun = scsi_target_get_lun(c->sess->target, lun_id);
+        if (!lun)
+                return TMF_RSP_NO_LUN;
+        abort_lun_tasks(c, lun_id);
+        if (clear)
+                scsi_nexus_clear_task_set(&c->sess->nexus, lun);
+        scsi_lun_put(lun);
+        return TMF_RSP_COMPLETE;
+}
+
 static uint8_t tmf_target_reset(struct iscsi_conn *c)
 {
         abort_lun_tasks(c, UINT64_MAX);
@@ -189,9 +202,8 @@ int iscsi_tmf(struct iscsi_conn *c, const uint8_t *bhs)
                 break;
         case TMF_ABORT_TASK_SET:
         case TMF_CLEAR_TASK_SET:
-                if (lun_ok)
-                        abort_lun_tasks(c, lun);
-                response = lun_ok ? TMF_RSP_COMPLETE : TMF_RSP_NO_LUN;
+                response =
+                    lun_ok ? tmf_task_set(c, lun, function == TMF_CLEAR_TASK_SET) : TMF_RSP_NO_LUN;
                 break;
         case TMF_LUN_RESET:
                 response = lun_ok ? tmf_lun_reset(c, lun) : TMF_RSP_NO_LUN;

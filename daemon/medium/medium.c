@@ -112,8 +112,7 @@ int tdm_medium_change(struct tdm_medium *m, enum tdm_mio_op op, uint64_t off, ui
 
 /* ---- state records ---- */
 
-size_t tdm_medium_state_get(struct tdm_medium *m, unsigned id, void *buf, size_t cap,
-                            bool *persist)
+size_t tdm_medium_state_get(struct tdm_medium *m, unsigned id, void *buf, size_t cap, bool *persist)
 {
         if (persist)
                 *persist = false;
@@ -133,7 +132,8 @@ int tdm_medium_state_put(struct tdm_medium *m, unsigned id, const void *buf, siz
 static uint64_t access_pack(const struct tdm_access *a)
 {
         return (uint64_t)a->local_state | ((uint64_t)a->peer_state << 8) |
-               ((uint64_t)a->local_id << 16) | ((uint64_t)a->peer_id << 32);
+               ((uint64_t)a->local_id << 16) | ((uint64_t)a->peer_id << 32) |
+               ((uint64_t)a->continued << 48);
 }
 
 static struct tdm_access access_unpack(uint64_t v)
@@ -141,7 +141,8 @@ static struct tdm_access access_unpack(uint64_t v)
         return (struct tdm_access){.local_state = (uint8_t)(v & 0xff),
                                    .peer_state = (uint8_t)((v >> 8) & 0xff),
                                    .local_id = (uint16_t)((v >> 16) & 0xffff),
-                                   .peer_id = (uint16_t)((v >> 32) & 0xffff)};
+                                   .peer_id = (uint16_t)((v >> 32) & 0xffff),
+                                   .continued = ((v >> 48) & 1) != 0};
 }
 
 void tdm_medium_set_access(struct tdm_medium *m, const struct tdm_access *a)

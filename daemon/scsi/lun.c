@@ -212,6 +212,18 @@ void scsi_nexus_lun_reset(struct scsi_nexus *nx, struct scsi_lun *lun)
         scsi_lun_raise_ua(lun, SCSI_UA_LUN_RESET, 0);
 }
 
+/*
+ * The task set is one for all nexuses (control mode page TST 000b), so a CLEAR TASK SET
+ * clears the other nexuses' commands too, and they hear of it (SAM-5 7.6): COMMANDS CLEARED
+ * BY ANOTHER INITIATOR. Their commands already in the medium finish (it cannot cancel one):
+ * to them that is a command completed just before the clear.
+ */
+void scsi_nexus_clear_task_set(struct scsi_nexus *nx, struct scsi_lun *lun)
+{
+        if (lun)
+                scsi_lun_raise_ua(lun, SCSI_UA_CLEARED_BY_OTHER, nx->id);
+}
+
 void scsi_lun_record_latency(struct scsi_lun *lun, uint64_t ns)
 {
         uint64_t us = ns / 1000;

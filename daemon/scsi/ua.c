@@ -2,7 +2,8 @@
  * Unit attentions, per I_T nexus and LUN. Two kinds:
  *
  * - LUN-wide: a LUN bumps a generation counter per kind when a condition arises; each nexus
- *   remembers the generation it last reported. A new nexus first reports POWER ON RESET,
+ *   remembers the generation it last reported. A new nexus first reports POWER ON RESET (or,
+ *   where the LU carries on from another node after a failover, I_T NEXUS LOSS OCCURRED),
  *   which subsumes everything raised before it.
  * - Owed by name (persistent reservations: 2A/03, 2A/04, 2A/05): a table of the LUN, kept
  *   in its attention record (SCSI_STATE_UA), so a nexus that is not logged in gets them at
@@ -11,8 +12,8 @@
  *   never reports one twice.
  *
  * One condition is reported per command, highest precedence first: 29h, then what is owed
- * by name, then the other 2Ah, then 3Fh. Attentions owed by name wait while this node's port
- * group is not active (the record cannot change on a Secondary).
+ * by name, then the other 2Ah, then 2Fh, then 3Fh. Attentions owed by name wait while this node's
+ * port group is not active (the record cannot change on a Secondary).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,14 +27,13 @@ static const enum scsi_reason ua_reason[SCSI_UA_KINDS] = {
     [SCSI_UA_MODE_CHANGED] = SR_UA_MODE_PARAMS_CHANGED,
     [SCSI_UA_CAPACITY_CHANGED] = SR_UA_CAPACITY_CHANGED,
     [SCSI_UA_ALUA_CHANGED] = SR_UA_ALUA_STATE_CHANGED,
+    [SCSI_UA_CLEARED_BY_OTHER] = SR_UA_CLEARED_BY_OTHER,
 };
 
 /* Reporting order after POWER ON RESET; what is owed by name comes after the first. */
 static const enum scsi_ua_kind ua_order[SCSI_UA_KINDS] = {
-    SCSI_UA_LUN_RESET,
-    SCSI_UA_CAPACITY_CHANGED,
-    SCSI_UA_MODE_CHANGED,
-    SCSI_UA_ALUA_CHANGED,
+    SCSI_UA_LUN_RESET,    SCSI_UA_CAPACITY_CHANGED, SCSI_UA_MODE_CHANGED,
+    SCSI_UA_ALUA_CHANGED, SCSI_UA_CLEARED_BY_OTHER,
 };
 
 /* Attentions that may be owed by name, as the record spells them (ASC/ASCQ). */
@@ -95,7 +95,8 @@ enum scsi_reason scsi_ua_take(struct scsi_nexus *nx, struct scsi_lun *lun, bool 
         if (nx->power_on_pending[lun->id]) {
                 nx->power_on_pending[lun->id] = false;
                 ua_sync_all(nx, lun);
-                return SR_UA_POWER_ON_RESET;
+                return tdm_medium_access(lun->medium).continued ? SR_UA_NEXUS_LOSS
+                                                                : SR_UA_POWER_ON_RESET;
         }
         for (int i = 0; i < SCSI_UA_KINDS; i++) {
                 enum scsi_reason r = take_kind(nx, lun, ua_order[i]);

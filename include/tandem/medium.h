@@ -88,6 +88,12 @@ struct tdm_access {
         uint16_t local_id;   /* this node's port group and relative port (0: the default 1) */
         uint16_t peer_id;    /* 0: no peer group */
         uint8_t peer_state;  /* enum tdm_access_state */
+        /*
+         * The LU carries on here from another node (promoted holding the state its earlier
+         * Primary handed over): a new nexus was not powered on but lost, so its first
+         * attention is I_T NEXUS LOSS OCCURRED (29/07), not POWER ON (29/00).
+         */
+        bool continued;
 };
 
 struct tdm_medium_ops {

@@ -68,6 +68,8 @@ enum scsi_reason {
         SR_UA_RESERVATIONS_PREEMPTED,  /* 06/2A/03 */
         SR_UA_RESERVATIONS_RELEASED,   /* 06/2A/04 */
         SR_UA_REGISTRATIONS_PREEMPTED, /* 06/2A/05 */
+        SR_UA_NEXUS_LOSS,              /* 06/29/07 (first attention after a failover) */
+        SR_UA_CLEARED_BY_OTHER,        /* 06/2F/00 (CLEAR TASK SET of another nexus) */
         SR_RESERVATION_CONFLICT,       /* status 0x18, no sense */
         SR_TASK_SET_FULL,              /* status 0x28, no sense */
         SR_BUSY,                       /* status 0x08, no sense */
@@ -100,6 +102,7 @@ enum scsi_ua_kind {
         SCSI_UA_MODE_CHANGED,
         SCSI_UA_CAPACITY_CHANGED,
         SCSI_UA_ALUA_CHANGED,
+        SCSI_UA_CLEARED_BY_OTHER,
         SCSI_UA_KINDS
 };
 
@@ -371,6 +374,8 @@ void scsi_nexus_init(struct scsi_nexus *nx, struct scsi_target *t, const char *i
 void scsi_nexus_set_isid(struct scsi_nexus *nx, const uint8_t isid[6]);
 /* Task management. */
 void scsi_nexus_lun_reset(struct scsi_nexus *nx, struct scsi_lun *lun);
+/* CLEAR TASK SET from nx (its own tasks are the transport's): the other nexuses are told. */
+void scsi_nexus_clear_task_set(struct scsi_nexus *nx, struct scsi_lun *lun);
 
 /*
  * PREEMPT AND ABORT: the transport aborts every task of the named I_T nexuses (initiator

@@ -21,6 +21,11 @@
  *   caps                           REPORT CAPABILITIES, prints the 8 bytes in hex
  *   tur | clear-ua                 TEST UNIT READY once | until GOOD (prints the attentions)
  *   read LBA | write LBA PAT       READ(10) / WRITE(10) of one block (PAT: a byte)
+ *   reserve6 | release6            SPC-2 RESERVE(6) / RELEASE(6)
+ *   abort-task-set | clear-task-set | lun-reset
+ *                                  the task management function, prints its response
+ *   hold                           logs in a second I_T nexus (same initiator, another ISID)
+ *                                  that stays logged in; "held:COMMAND" runs COMMAND on it
  *
  * The session reports unit attentions to the commands (libiscsi does not clear them at login),
  * so "clear-ua" shows what the target owed this I_T nexus.
@@ -32,6 +37,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -48,8 +54,11 @@
 
 struct session {
         struct iscsi_context *iscsi;
+        struct iscsi_url *url;
+        const char *initiator, *url_text;
         int lun;
         uint32_t block_size;
+        struct session *held; /* "hold": a second nexus of the same initiator, kept open */
 };
 
 static void put_be16(uint8_t *p, uint16_t v)
@@ -308,8 +317,85 @@ static int cmd_rw(struct session *s, const char *what, bool write, uint32_t lba,
         return rc;
 }
 
+struct tmf_wait {
+        bool done;
+        int status;
+        uint32_t response;
+};
+
+static void tmf_done(struct iscsi_context *iscsi, int status, void *data, void *private)
+{
+        (void)iscsi;
+        struct tmf_wait *w = private;
+        w->done = true;
+        w->status = status;
+        w->response = data ? *(uint32_t *)data : 0xffffffffu;
+}
+
+/* The function on this session's LUN, waited for: prints the target's response code. */
+static int cmd_tmf(struct session *s, const char *what, enum iscsi_task_mgmt_funcs fn)
+{
+        struct tmf_wait w = {0};
+        if (iscsi_task_mgmt_async(s->iscsi, s->lun, fn, 0xffffffff, 0, tmf_done, &w) != 0) {
+                printf("%s: ERROR transport: %s\n", what, iscsi_get_error(s->iscsi));
+                return -EIO;
+        }
+        while (!w.done) {
+                struct pollfd pfd = {.fd = iscsi_get_fd(s->iscsi),
+                                     .events = (short)iscsi_which_events(s->iscsi)};
+                if (poll(&pfd, 1, 10000) <= 0 || iscsi_service(s->iscsi, pfd.revents) != 0) {
+                        printf("%s: ERROR transport: %s\n", what, iscsi_get_error(s->iscsi));
+                        return -EIO;
+                }
+        }
+        if (w.status != 0) {
+                printf("%s: ERROR transport: %s\n", what, iscsi_get_error(s->iscsi));
+                return -EIO;
+        }
+        static const char *const names[] = {"FUNCTION_COMPLETE",        "TASK_DOES_NOT_EXIST",
+                                            "LUN_DOES_NOT_EXIST",       "TASK_STILL_ALLEGIANT",
+                                            "REASSIGNMENT_UNSUPPORTED", "FUNCTION_UNSUPPORTED"};
+        if (w.response < sizeof(names) / sizeof(names[0]))
+                printf("%s: %s\n", what, names[w.response]);
+        else
+                printf("%s: RESPONSE_%u\n", what, (unsigned)w.response);
+        return 0;
+}
+
+static int session_open(struct session *s, const char *isid);
+static void session_close(struct session *s, bool logout);
+
+static int cmd_hold(struct session *s, const char *what)
+{
+        if (s->held) {
+                printf("%s: ERROR a second nexus is held already\n", what);
+                return -EINVAL;
+        }
+        s->held = calloc(1, sizeof(*s->held));
+        if (!s->held)
+                return -ENOMEM;
+        s->held->initiator = s->initiator;
+        s->held->url_text = s->url_text;
+        int rc = session_open(s->held, NULL);
+        printf("%s: %s\n", what, rc == 0 ? "ok" : "failed");
+        if (rc != 0) {
+                free(s->held);
+                s->held = NULL;
+                return -EIO;
+        }
+        return 0;
+}
+
 static int run_command(struct session *s, const char *c)
 {
+        if (strncmp(c, "held:", 5) == 0) {
+                if (!s->held) {
+                        printf("%s: ERROR no held nexus (\"hold\" first)\n", c);
+                        return -EINVAL;
+                }
+                printf("held:"); /* the command's line follows: "held:COMMAND: ..." */
+                return run_command(s->held, c + 5);
+        }
         char verb[32], a[32] = "", b[32] = "", d[32] = "";
         int n = sscanf(c, "%31s %31s %31s %31s", verb, a, b, d);
         if (n < 1)
@@ -348,6 +434,18 @@ static int run_command(struct session *s, const char *c)
                 return cmd_rw(s, c, false, (uint32_t)k1, 0);
         if (strcmp(verb, "write") == 0 && n == 3)
                 return cmd_rw(s, c, true, (uint32_t)k1, (unsigned)k2 & 0xff);
+        if (strcmp(verb, "reserve6") == 0 || strcmp(verb, "release6") == 0) {
+                uint8_t cdb[6] = {verb[2] == 's' ? 0x16 : 0x17};
+                return report(c, run_cdb(s, c, cdb, 6, SCSI_XFER_NONE, 0, NULL), "");
+        }
+        if (strcmp(verb, "abort-task-set") == 0)
+                return cmd_tmf(s, c, ISCSI_TM_ABORT_TASK_SET);
+        if (strcmp(verb, "clear-task-set") == 0)
+                return cmd_tmf(s, c, ISCSI_TM_CLEAR_TASK_SET);
+        if (strcmp(verb, "lun-reset") == 0)
+                return cmd_tmf(s, c, ISCSI_TM_LUN_RESET);
+        if (strcmp(verb, "hold") == 0)
+                return cmd_hold(s, c);
         return -EINVAL;
 }
 
@@ -375,6 +473,52 @@ static int set_isid(struct iscsi_context *iscsi, const char *hex)
         return -EINVAL;
 }
 
+/* Logs in (LUN -1: libiscsi would otherwise clear the unit attentions itself with TURs).
+ * 0, or the exit status: 1 the login failed, 2 a bad ISID or URL. */
+static int session_open(struct session *s, const char *isid)
+{
+        s->iscsi = iscsi_create_context(s->initiator);
+        if (s->iscsi == NULL) {
+                printf("login: failed: cannot create a libiscsi context\n");
+                return 1;
+        }
+        if (isid && set_isid(s->iscsi, isid) != 0) {
+                printf("login: failed: bad ISID %s\n", isid);
+                session_close(s, false);
+                return 2;
+        }
+        s->url = iscsi_parse_full_url(s->iscsi, s->url_text);
+        if (s->url == NULL) {
+                printf("login: failed: bad URL: %s\n", iscsi_get_error(s->iscsi));
+                session_close(s, false);
+                return 2;
+        }
+        iscsi_set_targetname(s->iscsi, s->url->target);
+        iscsi_set_session_type(s->iscsi, ISCSI_SESSION_NORMAL);
+        if (s->url->user[0])
+                iscsi_set_initiator_username_pwd(s->iscsi, s->url->user, s->url->passwd);
+        iscsi_set_noautoreconnect(s->iscsi, 1);
+        s->lun = s->url->lun;
+        if (iscsi_full_connect_sync(s->iscsi, s->url->portal, -1) != 0) {
+                printf("login: failed: %s\n", iscsi_get_error(s->iscsi));
+                session_close(s, false);
+                return 1;
+        }
+        return 0;
+}
+
+static void session_close(struct session *s, bool logout)
+{
+        if (logout)
+                iscsi_logout_sync(s->iscsi);
+        if (s->url)
+                iscsi_destroy_url(s->url);
+        if (s->iscsi)
+                iscsi_destroy_context(s->iscsi);
+        s->url = NULL;
+        s->iscsi = NULL;
+}
+
 static void usage(FILE *f)
 {
         fprintf(f,
@@ -383,7 +527,8 @@ static void usage(FILE *f)
                 "          reserve KEY TYPE | release KEY TYPE | clear KEY |\n"
                 "          preempt KEY SARK TYPE | preempt-abort KEY SARK TYPE | read-keys |\n"
                 "          read-reservation | read-full-status | caps | tur | clear-ua |\n"
-                "          read LBA | write LBA PAT\n");
+                "          read LBA | write LBA PAT | abort-task-set | clear-task-set |\n"
+                "          lun-reset | reserve6 | release6 | hold | held:COMMAND\n");
 }
 
 int main(int argc, char **argv)
@@ -418,36 +563,10 @@ int main(int argc, char **argv)
                 return 2;
         }
         setvbuf(stdout, NULL, _IOLBF, 0);
-        struct session s = {0};
-        s.iscsi = iscsi_create_context(initiator);
-        if (s.iscsi == NULL) {
-                printf("login: failed: cannot create a libiscsi context\n");
-                return 1;
-        }
-        if (isid && set_isid(s.iscsi, isid) != 0) {
-                printf("login: failed: bad ISID %s\n", isid);
-                iscsi_destroy_context(s.iscsi);
-                return 2;
-        }
-        struct iscsi_url *url = iscsi_parse_full_url(s.iscsi, argv[optind]);
-        if (url == NULL) {
-                printf("login: failed: bad URL: %s\n", iscsi_get_error(s.iscsi));
-                iscsi_destroy_context(s.iscsi);
-                return 2;
-        }
-        iscsi_set_targetname(s.iscsi, url->target);
-        iscsi_set_session_type(s.iscsi, ISCSI_SESSION_NORMAL);
-        if (url->user[0])
-                iscsi_set_initiator_username_pwd(s.iscsi, url->user, url->passwd);
-        iscsi_set_noautoreconnect(s.iscsi, 1);
-        s.lun = url->lun;
-        int rc = 0;
-        /* LUN -1: libiscsi would otherwise clear the unit attentions itself with TURs. */
-        if (iscsi_full_connect_sync(s.iscsi, url->portal, -1) != 0) {
-                printf("login: failed: %s\n", iscsi_get_error(s.iscsi));
-                rc = 1;
-                goto out;
-        }
+        struct session s = {.initiator = initiator, .url_text = argv[optind]};
+        int rc = session_open(&s, isid);
+        if (rc != 0)
+                return rc;
         printf("login: ok initiator=%s isid=%s\n", initiator, isid ? isid : "random");
         for (int i = optind + 1; i < argc; i++) {
                 int r = run_command(&s, argv[i]);
@@ -461,10 +580,10 @@ int main(int argc, char **argv)
                         break;
                 }
         }
-        if (rc != 3)
-                iscsi_logout_sync(s.iscsi);
-out:
-        iscsi_destroy_url(url);
-        iscsi_destroy_context(s.iscsi);
+        if (s.held) {
+                session_close(s.held, rc != 3);
+                free(s.held);
+        }
+        session_close(&s, rc != 3);
         return rc;
 }
