@@ -70,6 +70,8 @@ struct options {
         unsigned max_stall_s;
         unsigned liveness_s;
         uint64_t seed;
+        uint64_t pr_key; /* registered right after the first login (0: none) */
+        uint32_t isid_rnd; /* with pr_key: the ISID (random format) kept across reconnects */
 };
 
 /* The region and what happened to each slot of it. */
@@ -301,6 +303,31 @@ static int journal_load(const char *path, struct region *rg)
 /* ------------------------------------------------------------------------------------------ */
 /* Session */
 
+/*
+ * PERSISTENT RESERVE OUT, REGISTER AND IGNORE EXISTING KEY, once: a reconnect keeps the ISID,
+ * so the I_T nexus stays registered as long as the target keeps its registrations.
+ */
+static int pr_register(struct iscsi_context *iscsi, int lun, uint64_t key)
+{
+        struct scsi_persistent_reserve_out_basic p = {.service_action_reservation_key = key};
+        for (int tries = 0; tries < 8; tries++) {
+                struct scsi_task *t = iscsi_persistent_reserve_out_sync(
+                    iscsi, lun, SCSI_PERSISTENT_RESERVE_REGISTER_AND_IGNORE_EXISTING_KEY, 0, 0, &p);
+                if (t == NULL)
+                        break;
+                bool ua = t->status == SCSI_STATUS_CHECK_CONDITION &&
+                          t->sense.key == SCSI_SENSE_UNIT_ATTENTION;
+                bool good = t->status == SCSI_STATUS_GOOD;
+                scsi_free_scsi_task(t);
+                if (good)
+                        return 0;
+                if (!ua)
+                        break;
+        }
+        fprintf(stderr, "tdm-writer: PR registration failed: %s\n", iscsi_get_error(iscsi));
+        return -EIO;
+}
+
 static struct iscsi_context *session_open(const struct options *opt, int *lun)
 {
         struct iscsi_context *iscsi = iscsi_create_context(opt->initiator);
@@ -323,6 +350,8 @@ static struct iscsi_context *session_open(const struct options *opt, int *lun)
                 iscsi_set_initiator_username_pwd(iscsi, url->user, url->passwd);
         iscsi_set_no_ua_on_reconnect(iscsi, 1);
         iscsi_set_noautoreconnect(iscsi, opt->reconnect ? 0 : 1);
+        if (opt->pr_key)
+                iscsi_set_isid_random(iscsi, opt->isid_rnd, 0);
         if (iscsi_full_connect_sync(iscsi, url->portal, url->lun) != 0) {
                 fprintf(stderr, "tdm-writer: login to %s failed: %s\n", opt->url,
                         iscsi_get_error(iscsi));
@@ -332,6 +361,10 @@ static struct iscsi_context *session_open(const struct options *opt, int *lun)
         }
         *lun = url->lun;
         iscsi_destroy_url(url);
+        if (opt->pr_key && pr_register(iscsi, *lun, opt->pr_key) != 0) {
+                iscsi_destroy_context(iscsi);
+                return NULL;
+        }
         return iscsi;
 }
 
@@ -363,6 +396,18 @@ static int read_capacity(struct iscsi_context *iscsi, int lun, uint32_t *block_s
  * One round of the event loop: wait up to 100 ms for the socket, let libiscsi work.
  * Returns -1 when libiscsi gives up on the session.
  */
+/*
+ * A registered writer keeps its I_T nexus: libiscsi's reconnect makes a new context with a
+ * new random ISID, where a real initiator reinstates its session with the same ISID (RFC 7143
+ * 6.3.5). The new context logs in only once its socket is writable, in a later service call,
+ * so setting the ISID back after every call (and after a forced reconnect) is in time.
+ */
+static void keep_isid(struct run *r)
+{
+        if (r->opt->pr_key)
+                iscsi_set_isid_random(r->iscsi, r->opt->isid_rnd, 0);
+}
+
 static int service_once(struct run *r)
 {
         int events = iscsi_which_events(r->iscsi);
@@ -371,7 +416,9 @@ static int service_once(struct run *r)
         if (events == 0 || pfd.fd < 0) {
                 /* Reconnect back-off: nothing to poll for; libiscsi wants a call later. */
                 usleep(100 * 1000);
-                return iscsi_service(r->iscsi, 0) < 0 ? -1 : 0;
+                int rc = iscsi_service(r->iscsi, 0) < 0 ? -1 : 0;
+                keep_isid(r);
+                return rc;
         }
         int n = poll(&pfd, 1, 100);
         if (n < 0 && errno != EINTR)
@@ -380,6 +427,7 @@ static int service_once(struct run *r)
                 fprintf(stderr, "tdm-writer: iscsi_service: %s\n", iscsi_get_error(r->iscsi));
                 return -1;
         }
+        keep_isid(r);
         return 0;
 }
 
@@ -572,6 +620,7 @@ static void liveness_check(struct run *r)
         r->forced_reconnects++;
         if (iscsi_reconnect(r->iscsi) != 0)
                 fprintf(stderr, "tdm-writer: reconnect: %s\n", iscsi_get_error(r->iscsi));
+        keep_isid(r);
 }
 
 static bool stall_exceeded(struct run *r)
@@ -796,7 +845,8 @@ static void usage(FILE *f)
                "  --liveness S      with --reconnect: reconnect after S s without a completion\n"
                "                    (default 15, above the target's I/O hold; 0=off)\n"
                "  --seed N          random seed (default: time)\n"
-               "  --initiator IQN   initiator name\n");
+               "  --initiator IQN   initiator name\n"
+               "  --pr-key KEY      register KEY (persistent reservations) after the login\n");
 }
 
 static int parse_options(int argc, char **argv, struct options *o)
@@ -818,6 +868,7 @@ static int parse_options(int argc, char **argv, struct options *o)
             {"liveness", required_argument, NULL, 'L'},
             {"seed", required_argument, NULL, 'e'},
             {"initiator", required_argument, NULL, 'i'},
+            {"pr-key", required_argument, NULL, 'K'},
             {"help", no_argument, NULL, 'h'},
             {NULL, 0, NULL, 0},
         };
@@ -879,6 +930,10 @@ static int parse_options(int argc, char **argv, struct options *o)
                         break;
                 case 'i':
                         o->initiator = optarg;
+                        break;
+                case 'K':
+                        o->pr_key = strtoull(optarg, NULL, 0);
+                        o->isid_rnd = (uint32_t)getpid() ^ (uint32_t)time(NULL);
                         break;
                 case 'h':
                         usage(stdout);
