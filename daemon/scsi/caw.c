@@ -11,6 +11,9 @@
  * exactly the write half, the command's effect is there: it completes GOOD and writes nothing.
  * Only another initiator writing those very bytes could look the same, and VMFS's lock and
  * heartbeat records carry the writer's own identity.
+ * A resend comes on a new session (the status was lost with the connection), so the rule holds
+ * only for a CAW at an LBA this nexus has had no CAW answered at: the same CAW sent twice on
+ * one session is a repeat, and its second copy miscompares as SBC says.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +40,33 @@ static uint32_t first_difference(const uint8_t *a, const uint8_t *b, uint32_t le
         return i;
 }
 
+/* The nexus's bit for a CAW at (LUN, LBA): word index in *word, the bit returned. */
+static uint64_t caw_bit(const struct scsi_task *task, unsigned *word)
+{
+        uint64_t h = (task->lba ^ ((uint64_t)task->lun->id << 48)) * 0x9e3779b97f4a7c15ull;
+        unsigned bit = (unsigned)(h >> 52) % SCSI_CAW_ANSWERED_BITS;
+        *word = bit / 64;
+        return 1ull << (bit % 64);
+}
+
+static bool caw_may_be_resend(const struct scsi_task *task)
+{
+        if (!task->nexus)
+                return false;
+        unsigned w;
+        uint64_t bit = caw_bit(task, &w);
+        return !(atomic_load_explicit(&task->nexus->caw_answered[w], memory_order_relaxed) & bit);
+}
+
+static void caw_mark_answered(struct scsi_task *task)
+{
+        if (!task->nexus)
+                return;
+        unsigned w;
+        uint64_t bit = caw_bit(task, &w);
+        atomic_fetch_or_explicit(&task->nexus->caw_answered[w], bit, memory_order_relaxed);
+}
+
 static enum scsi_reason caw_locked(struct scsi_task *task, uint8_t *buf, uint64_t off, uint32_t len)
 {
         struct scsi_lun *lun = task->lun;
@@ -46,7 +76,7 @@ static enum scsi_reason caw_locked(struct scsi_task *task, uint8_t *buf, uint64_
                 return scsi_io_error(task, "compare and write read", rc, false);
         uint32_t at = first_difference(buf, verify, len);
         if (at < len) {
-                if (memcmp(buf, write, len) == 0) {
+                if (caw_may_be_resend(task) && memcmp(buf, write, len) == 0) {
                         log_debug("LUN %llu: COMPARE AND WRITE at %llu already applied (a resend)",
                                   (unsigned long long)lun->id, (unsigned long long)off);
                         return SCSI_OK;
@@ -75,6 +105,8 @@ static enum scsi_reason caw_blocking(struct scsi_task *task)
         struct tdm_range lock = {.off = off, .len = len};
         tdm_range_lock_wait(lun->medium, &lock);
         enum scsi_reason r = caw_locked(task, buf, off, len);
+        if (r == SCSI_OK || r == SR_MISCOMPARE_VERIFY)
+                caw_mark_answered(task);
         tdm_range_unlock(lun->medium, &lock);
         free(buf);
         return r;

@@ -11,9 +11,10 @@
 #include "tandem/medium.h"
 #include "tandem/net.h"
 
-#define SCSI_MAX_LUNS  256
-#define SCSI_SENSE_MAX 32
-#define SCSI_CDB_MAX   32
+#define SCSI_MAX_LUNS          256
+#define SCSI_CAW_ANSWERED_BITS 4096
+#define SCSI_SENSE_MAX         32
+#define SCSI_CDB_MAX           32
 /*
  * An initiator port name: the iSCSI name, ",i,0x" and the ISID in 12 hex digits, as in the
  * iSCSI TransportID (SPC-4 7.6.4.6). It names an I_T nexus for reservations and attentions
@@ -172,6 +173,11 @@ struct scsi_nexus {
         /* Sense of the last CHECK CONDITION, returned by REQUEST SENSE. */
         uint8_t last_sense[SCSI_SENSE_MAX];
         uint8_t last_sense_len;
+        /*
+         * COMPARE AND WRITE answered on this nexus, by (LUN, LBA) hashed to a bit: only a CAW
+         * at a place this nexus has had no answer for may be a resend (daemon/scsi/caw.c).
+         */
+        _Atomic uint64_t caw_answered[SCSI_CAW_ANSWERED_BITS / 64];
 };
 
 /* A target: a named set of LUNs. The LUN table can change live (RCU by refcount). */

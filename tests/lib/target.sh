@@ -181,11 +181,16 @@ EOF
 
 # The one place that starts tandemd (output appended to log: a restart keeps what came
 # before, and a sanitizer report is never overwritten). Args: name conf port state_dir instance log
+# TDM_TANDEM_EXTRA_LISTEN (array, may be unset): more portals ADDR:PORT beside the first.
 tdm_tandemd_start()
 {
 	local name="$1" conf="$2" port="$3" state="$4" instance="$5" log="$6"
+	local more=() l
+	for l in ${TDM_TANDEM_EXTRA_LISTEN[@]+"${TDM_TANDEM_EXTRA_LISTEN[@]}"}; do
+		more+=(--listen "$l")
+	done
 	"$TANDEM_BIN_DIR/tandemd" --foreground --config "$conf" --listen "$TDM_HOST:$port" \
-		--state-dir "$state" --instance "$instance" >>"$log" 2>&1 &
+		"${more[@]}" --state-dir "$state" --instance "$instance" >>"$log" 2>&1 &
 	TARGET_PID[$name]=$!
 }
 

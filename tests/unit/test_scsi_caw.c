@@ -65,16 +65,41 @@ START_TEST(miscompare_reports_offset_and_writes_nothing)
 }
 END_TEST
 
-/* The same command again after it was applied (its status lost): GOOD, nothing changes. */
+static struct scsi_task *caw_on(struct scsi_nexus *nx, uint64_t lba, const void *verify,
+                                const void *write)
+{
+        static uint8_t out[2 * H_BS];
+        memcpy(out, verify, H_BS);
+        memcpy(out + H_BS, write, H_BS);
+        uint8_t cdb[16];
+        cdb_caw(cdb, lba, 1, false);
+        return h_run_on(nx, cdb, 16, out, 2 * H_BS, 2 * H_BS);
+}
+
+/*
+ * The same command again after it was applied, its status lost with the connection: it comes
+ * on a new session (a new nexus here), and is GOOD with nothing changed. On the session that
+ * had its answer it is a repeat, and miscompares (libiscsi's MultipathIO.CompareAndWrite).
+ */
 START_TEST(resend_of_applied_command_is_good)
 {
         void *a = h_pattern(H_BS, 5), *b = h_pattern(H_BS, 6), *c = h_pattern(H_BS, 7);
+        struct scsi_nexus fresh;
+        scsi_nexus_init(&fresh, h.target, "iqn.2024-01.org.tandem:initiator-1");
+        h_clear_ua(&fresh);
         h_assert_good(h_write10(30, 1, a));
         h_assert_good(caw(30, 1, a, b, false));
-        h_assert_good(caw(30, 1, a, b, false)); /* the resend */
+        h_assert_good(caw_on(&fresh, 30, a, b)); /* the resend, on the new session */
         ck_assert_mem_eq(h_read10(30, 1)->data_in, b, H_BS);
-        /* A different write half is a real miscompare. */
-        h_assert_sense(caw(30, 1, a, c, false), 0xe, 0x1d, 0x00);
+        /* On the session that was answered: a repeat, a real miscompare at byte 0. */
+        h_assert_sense(caw(30, 1, a, b, false), 0xe, 0x1d, 0x00);
+        /* ... and so is a second copy on the new session, now answered there too. */
+        h_assert_sense(caw_on(&fresh, 30, a, b), 0xe, 0x1d, 0x00);
+        /* A different write half is a real miscompare anywhere. */
+        struct scsi_nexus other;
+        scsi_nexus_init(&other, h.target, "iqn.2024-01.org.tandem:initiator-3");
+        h_clear_ua(&other);
+        h_assert_sense(caw_on(&other, 30, a, c), 0xe, 0x1d, 0x00);
         ck_assert_mem_eq(h_read10(30, 1)->data_in, b, H_BS);
         free(a);
         free(b);
