@@ -6,14 +6,14 @@
  *
  * A resend: a CAW that was applied but whose status was lost (the connection dropped, or the
  * Primary failed over after both copies had the write) comes again, and now the medium holds
- * its write half, not its verify half. Answering MISCOMPARE would tell ESXi its heartbeat or
- * lock was lost ("ATS miscompare"), which drops the datastore. When the medium already holds
- * exactly the write half, the command's effect is there: it completes GOOD and writes nothing.
- * Only another initiator writing those very bytes could look the same, and VMFS's lock and
- * heartbeat records carry the writer's own identity.
- * A resend comes on a new session (the status was lost with the connection), so the rule holds
- * only for a CAW at an LBA this nexus has had no CAW answered at: the same CAW sent twice on
- * one session is a repeat, and its second copy miscompares as SBC says.
+ * its write half, or by now another initiator's change, not its verify half. Answering
+ * MISCOMPARE would tell ESXi its heartbeat or lock was lost ("ATS miscompare"), which drops
+ * the datastore. So every applied CAW is remembered first (caw_memory.c: per initiator and
+ * LBA, a digest of both halves, stored on every copy before the write), and a CAW that
+ * miscompares but is the one its initiator applied there last completes GOOD, writing nothing.
+ * A resend comes on a new session (the status was lost with the connection), so this holds
+ * only for a CAW at an LBA its nexus has had no CAW answered at: the same CAW sent twice on one
+ * session is a repeat, and its second copy miscompares as SBC says.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -75,8 +75,11 @@ static enum scsi_reason caw_locked(struct scsi_task *task, uint8_t *buf, uint64_
         if (rc < 0)
                 return scsi_io_error(task, "compare and write read", rc, false);
         uint32_t at = first_difference(buf, verify, len);
+        const char *who = task->nexus ? task->nexus->initiator : NULL;
+        uint64_t digest = scsi_caw_digest(task->data_out, 2 * (size_t)len);
         if (at < len) {
-                if (caw_may_be_resend(task) && memcmp(buf, write, len) == 0) {
+                if (who && caw_may_be_resend(task) &&
+                    scsi_caw_was_applied(lun, who, task->lba, digest)) {
                         log_debug("LUN %llu: COMPARE AND WRITE at %llu already applied (a resend)",
                                   (unsigned long long)lun->id, (unsigned long long)off);
                         return SCSI_OK;
@@ -85,10 +88,15 @@ static enum scsi_reason caw_locked(struct scsi_task *task, uint8_t *buf, uint64_
                 task->info_valid = true;
                 return SR_MISCOMPARE_VERIFY;
         }
+        if (who && (rc = scsi_caw_remember(lun, who, task->lba, digest)) < 0)
+                return scsi_io_error(task, "compare and write record", rc, true);
         rc = tdm_medium_write(lun->medium, write, len, off,
                               scsi_write_flags(task, task->cdb[1] & 0x08));
-        if (rc < 0)
+        if (rc < 0) {
+                if (who)
+                        scsi_caw_forget(lun, who, task->lba);
                 return scsi_io_error(task, "compare and write", rc, true);
+        }
         scsi_lun_count_bytes(lun, true, len);
         return SCSI_OK;
 }

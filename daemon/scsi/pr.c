@@ -217,6 +217,7 @@ int scsi_lun_state_init(struct scsi_lun *lun)
         }
         pthread_mutex_init(&priv->state_op_lock, NULL);
         pthread_mutex_init(&priv->state_lock, NULL);
+        pthread_mutex_init(&priv->caw_lock, NULL);
         pthread_mutex_lock(&priv->state_lock);
         scsi_lun_state_changed_locked(lun);
         pthread_mutex_unlock(&priv->state_lock);
@@ -234,6 +235,7 @@ void scsi_lun_state_fini(struct scsi_lun *lun)
                 return;
         pthread_mutex_destroy(&priv->state_op_lock);
         pthread_mutex_destroy(&priv->state_lock);
+        pthread_mutex_destroy(&priv->caw_lock);
         free(priv->pr);
         free(priv->named_uas);
         priv->pr = NULL;

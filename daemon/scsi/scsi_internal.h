@@ -83,6 +83,7 @@ struct scsi_lun_private {
         unsigned n_named_uas;
         _Atomic uint32_t res_summary; /* SCSI_RES_* */
         _Atomic uint64_t state_epoch;
+        pthread_mutex_t caw_lock; /* the table of applied CAWs: load, change, store */
 };
 
 static inline struct scsi_lun_private *scsi_lun_private(const struct scsi_lun *lun)
@@ -214,6 +215,16 @@ int scsi_sync_write(struct scsi_task *task, const void *buf, uint64_t len, uint6
 /* MIO flags a write of this task needs for durability: FUA when asked or the cache is off. */
 uint32_t scsi_write_flags(const struct scsi_task *task, bool fua);
 
+/*
+ * caw_memory.c: the COMPARE AND WRITEs applied, per initiator and LBA (a state record), so a
+ * resend is answered GOOD. Blocking (pool). remember: before the write; forget: it failed.
+ */
+uint64_t scsi_caw_digest(const void *halves, size_t len);
+int scsi_caw_remember(struct scsi_lun *lun, const char *initiator, uint64_t lba, uint64_t digest);
+void scsi_caw_forget(struct scsi_lun *lun, const char *initiator, uint64_t lba);
+bool scsi_caw_was_applied(struct scsi_lun *lun, const char *initiator, uint64_t lba,
+                          uint64_t digest);
+
 /* atomic.c: MAXIMUM ATOMIC TRANSFER LENGTH of the LUN in blocks (0: not offered). */
 uint32_t scsi_atomic_max_blocks(const struct scsi_lun *lun);
 
@@ -236,6 +247,7 @@ enum scsi_state_id {
         SCSI_STATE_RESERVE = 1, /* the SPC-2 reservation's holder */
         SCSI_STATE_MODE = 2,    /* changeable mode page values */
         SCSI_STATE_UA = 3,      /* unit attentions owed to named I_T nexuses */
+        SCSI_STATE_CAW = 4,     /* COMPARE AND WRITEs applied, per initiator and LBA */
         SCSI_STATE_IDS
 };
 /*

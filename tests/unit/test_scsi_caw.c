@@ -78,8 +78,9 @@ static struct scsi_task *caw_on(struct scsi_nexus *nx, uint64_t lba, const void 
 
 /*
  * The same command again after it was applied, its status lost with the connection: it comes
- * on a new session (a new nexus here), and is GOOD with nothing changed. On the session that
- * had its answer it is a repeat, and miscompares (libiscsi's MultipathIO.CompareAndWrite).
+ * on a new session (a new nexus here, same initiator), and is GOOD with nothing changed, even
+ * after another initiator changed the blocks since. On the session that had its answer it is a
+ * repeat, and miscompares (libiscsi's MultipathIO.CompareAndWrite).
  */
 START_TEST(resend_of_applied_command_is_good)
 {
@@ -95,6 +96,16 @@ START_TEST(resend_of_applied_command_is_good)
         h_assert_sense(caw(30, 1, a, b, false), 0xe, 0x1d, 0x00);
         /* ... and so is a second copy on the new session, now answered there too. */
         h_assert_sense(caw_on(&fresh, 30, a, b), 0xe, 0x1d, 0x00);
+        /* Another initiator changes the blocks; the first one's resend is still GOOD. */
+        struct scsi_nexus changer, again;
+        scsi_nexus_init(&changer, h.target, "iqn.2024-01.org.tandem:initiator-2");
+        h_clear_ua(&changer);
+        h_assert_good(caw_on(&changer, 30, b, c));
+        scsi_nexus_init(&again, h.target, "iqn.2024-01.org.tandem:initiator-1");
+        h_clear_ua(&again);
+        h_assert_good(caw_on(&again, 30, a, b)); /* applied before: GOOD, nothing written */
+        ck_assert_mem_eq(h_read10(30, 1)->data_in, c, H_BS);
+        h_assert_good(caw_on(&changer, 30, c, b)); /* back to b for what follows */
         /* A different write half is a real miscompare anywhere. */
         struct scsi_nexus other;
         scsi_nexus_init(&other, h.target, "iqn.2024-01.org.tandem:initiator-3");
