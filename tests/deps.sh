@@ -5,7 +5,8 @@ TANDEM_BUILD_DEPS=(build-essential cmake pkg-config libqb-dev libprotobuf-c-dev 
 TANDEM_TEST_DEPS=(libiscsi-bin qemu-utils qemu-block-extra iproute2 procps valgrind jq strace mount
 	nftables iputils-ping corosync resource-agents libxml2-utils pacemaker pacemaker-cli-utils
 	crmsh pcs iptables drbd-utils fence-agents ruby fuse3
-	linux-image-amd64 busybox-static qemu-system-x86 socat cpio xz-utils binutils e2fsprogs python3)
+	linux-image-amd64 busybox-static qemu-system-x86 socat cpio xz-utils binutils e2fsprogs python3
+	man-db)
 
 # Installs whatever of the named packages is missing (apt-get update first, once).
 tandem_install_missing() {
