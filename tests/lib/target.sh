@@ -96,15 +96,20 @@ tdm_mktemp_dir()
 
 tdm_port_in_use()
 {
-	[[ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ]]
+	[[ -n "$(ss -Htan "sport = :$1" 2>/dev/null)" ]]
 }
 
-# A TCP port nobody listens on (random in 20000..59999, bounded attempts).
+# A TCP port no socket uses (random, bounded attempts), below the kernel's ephemeral range:
+# a port in that range may become some connection's local port before the target binds it
+# (the tests' own clients open thousands), and then the listen fails.
 tdm_free_port()
 {
-	local i p
+	local i p low=32768 span
+	read -r low _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || low=32768
+	span=$((low - 10000))
+	((span >= 1000)) || span=20000 # an unusual range: then a collision stays possible
 	for ((i = 0; i < 200; i++)); do
-		p=$((20000 + RANDOM % 40000))
+		p=$((10000 + RANDOM % span))
 		if ! tdm_port_in_use "$p"; then
 			printf '%s\n' "$p"
 			return 0
