@@ -8,9 +8,12 @@
  * Primary failed over after both copies had the write) comes again, and now the medium holds
  * its write half, or by now another initiator's change, not its verify half. Answering
  * MISCOMPARE would tell ESXi its heartbeat or lock was lost ("ATS miscompare"), which drops
- * the datastore. So every applied CAW is remembered first (caw_memory.c: per initiator and
- * LBA, a digest of both halves, stored on every copy before the write), and a CAW that
- * miscompares but is the one its initiator applied there last completes GOOD, writing nothing.
+ * the datastore. So a CAW that miscompares completes GOOD, writing nothing, when the medium
+ * holds exactly its write half (its effect is there), or when it is the one its initiator
+ * applied there last: every applied CAW is remembered (caw_memory.c: per initiator and LBA, a
+ * digest of both halves, stored on every copy after its write), which covers a resend after
+ * another host changed the blocks. Never a GOOD for a write that did not land: a crash between
+ * the write and its record, with the blocks changed since, leaves that resend to miscompare.
  * A resend comes on a new session (the status was lost with the connection), so this holds
  * only for a CAW at an LBA its nexus has had no CAW answered at: the same CAW sent twice on one
  * session is a repeat, and its second copy miscompares as SBC says.
@@ -78,8 +81,10 @@ static enum scsi_reason caw_locked(struct scsi_task *task, uint8_t *buf, uint64_
         const char *who = task->nexus ? task->nexus->initiator : NULL;
         uint64_t digest = scsi_caw_digest(task->data_out, 2 * (size_t)len);
         if (at < len) {
+                /* Its effect is there, or it is the one its initiator applied here last. */
                 if (who && caw_may_be_resend(task) &&
-                    scsi_caw_was_applied(lun, who, task->lba, digest)) {
+                    (memcmp(buf, write, len) == 0 ||
+                     scsi_caw_was_applied(lun, who, task->lba, digest))) {
                         log_debug("LUN %llu: COMPARE AND WRITE at %llu already applied (a resend)",
                                   (unsigned long long)lun->id, (unsigned long long)off);
                         return SCSI_OK;
@@ -88,15 +93,18 @@ static enum scsi_reason caw_locked(struct scsi_task *task, uint8_t *buf, uint64_
                 task->info_valid = true;
                 return SR_MISCOMPARE_VERIFY;
         }
-        if (who && (rc = scsi_caw_remember(lun, who, task->lba, digest)) < 0)
-                return scsi_io_error(task, "compare and write record", rc, true);
         rc = tdm_medium_write(lun->medium, write, len, off,
                               scsi_write_flags(task, task->cdb[1] & 0x08));
-        if (rc < 0) {
-                if (who)
-                        scsi_caw_forget(lun, who, task->lba);
+        if (rc < 0)
                 return scsi_io_error(task, "compare and write", rc, true);
-        }
+        /*
+         * Remembered only once written on every copy: an entry for a write that never landed
+         * would answer that CAW's resend GOOD over another host's change (the lock held twice).
+         */
+        if (who && scsi_caw_remember(lun, who, task->lba, digest) < 0)
+                log_warn("LUN %llu: COMPARE AND WRITE at %llu applied but not remembered: a "
+                         "resend of it would miscompare",
+                         (unsigned long long)lun->id, (unsigned long long)off);
         scsi_lun_count_bytes(lun, true, len);
         return SCSI_OK;
 }

@@ -1,21 +1,22 @@
 /*
  * The COMPARE AND WRITEs a logical unit applied, remembered so that a resend is answered as
  * the first copy was: per initiator and LBA, a digest of the last CAW that initiator applied
- * there. The table is a state record of the medium (SCSI_STATE_CAW), stored before the CAW
- * writes, so on a replicated LUN the peer has the entry whenever it has the data, and a
- * promoted peer recognises a resend even after another initiator changed the blocks since (a
- * resend compared with the data alone would then miscompare: ESXi's "ATS miscompare").
+ * there. The table is a state record of the medium (SCSI_STATE_CAW), stored once the CAW's
+ * write is on every copy and ordered after it, so a peer that has the entry has the data, and
+ * a promoted peer recognises a resend even after another initiator changed the blocks since
+ * (a resend compared with the data alone would then miscompare: ESXi's "ATS miscompare").
  *
  * Keyed by initiator name, not port name: libiscsi (QEMU) takes a new ISID when it
  * reconnects, and a host may resend on another path. Not persistent: after every node
  * restarted, a resend is compared with the data alone.
  */
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "scsi_internal.h"
 #include "tandem/byteorder.h"
-#include "tandem/log.h"
 
 #define CAW_TABLE_MAGIC   0x43415731u /* "CAW1" */
 #define CAW_TABLE_ENTRIES 64
@@ -120,7 +121,7 @@ static struct caw_table *table_load(struct scsi_lun *lun, uint8_t *buf)
         return t;
 }
 
-/* digest 0: forget the entry. 0 or -errno. */
+/* Records digest for (initiator, lba). 0 or -errno. */
 static int table_update(struct scsi_lun *lun, const char *initiator, uint64_t lba, uint64_t digest)
 {
         struct scsi_lun_private *priv = scsi_lun_private(lun);
@@ -131,16 +132,10 @@ static int table_update(struct scsi_lun *lun, const char *initiator, uint64_t lb
         struct caw_table *t = table_load(lun, buf);
         int rc = -ENOMEM;
         if (t) {
-                if (digest) {
-                        uint64_t seq = table_next_seq(t);
-                        struct caw_entry *e = table_slot(t, initiator, lba);
-                        *e = (struct caw_entry){.lba = lba, .digest = digest, .seq = seq};
-                        snprintf(e->initiator, sizeof(e->initiator), "%s", initiator);
-                } else {
-                        struct caw_entry *e = table_find(t, initiator, lba);
-                        if (e)
-                                *e = t->e[--t->n];
-                }
+                uint64_t seq = table_next_seq(t);
+                struct caw_entry *e = table_slot(t, initiator, lba);
+                *e = (struct caw_entry){.lba = lba, .digest = digest, .seq = seq};
+                snprintf(e->initiator, sizeof(e->initiator), "%s", initiator);
                 rc = scsi_lun_state_store(lun, SCSI_STATE_CAW, buf, table_encode(t, buf), false);
                 free(t);
         }
@@ -152,13 +147,6 @@ static int table_update(struct scsi_lun *lun, const char *initiator, uint64_t lb
 int scsi_caw_remember(struct scsi_lun *lun, const char *initiator, uint64_t lba, uint64_t digest)
 {
         return table_update(lun, initiator, lba, digest ? digest : 1);
-}
-
-void scsi_caw_forget(struct scsi_lun *lun, const char *initiator, uint64_t lba)
-{
-        if (table_update(lun, initiator, lba, 0) < 0)
-                log_warn("LUN %llu: a failed COMPARE AND WRITE stays in the table of applied ones",
-                         (unsigned long long)lun->id);
 }
 
 bool scsi_caw_was_applied(struct scsi_lun *lun, const char *initiator, uint64_t lba,

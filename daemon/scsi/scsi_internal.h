@@ -217,11 +217,10 @@ uint32_t scsi_write_flags(const struct scsi_task *task, bool fua);
 
 /*
  * caw_memory.c: the COMPARE AND WRITEs applied, per initiator and LBA (a state record), so a
- * resend is answered GOOD. Blocking (pool). remember: before the write; forget: it failed.
+ * resend is answered GOOD. Blocking (pool). remember: once the write is on every copy.
  */
 uint64_t scsi_caw_digest(const void *halves, size_t len);
 int scsi_caw_remember(struct scsi_lun *lun, const char *initiator, uint64_t lba, uint64_t digest);
-void scsi_caw_forget(struct scsi_lun *lun, const char *initiator, uint64_t lba);
 bool scsi_caw_was_applied(struct scsi_lun *lun, const char *initiator, uint64_t lba,
                           uint64_t digest);
 
