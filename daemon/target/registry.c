@@ -190,7 +190,8 @@ static int lun_build(const struct tdm_lun_cfg *l, const char *iqn, const char *f
         snprintf(state_path, sizeof(state_path), "%s/lun-%s.state", reg.cfg.state_dir, l->naa);
         if ((rc = bs_medium_attach_state(local, state_path)) < 0) {
                 tdm_medium_destroy(local); /* closes the backing store */
-                rc = fail(err, errlen, rc, field, "state records %s: %s", state_path, strerror(-rc));
+                rc =
+                    fail(err, errlen, rc, field, "state records %s: %s", state_path, strerror(-rc));
                 goto out_removed;
         }
         top = local;

@@ -22,8 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_ASSERT(r < SR_COUNT, "reason %d", r);
         if (r == SCSI_OK) {
                 FUZZ_ASSERT(plan.n_targets <= XCOPY_MAX_TARGETS, "%u targets", plan.n_targets);
-                FUZZ_ASSERT(plan.n_segments <= XCOPY_MAX_SEGMENTS, "%u segments",
-                            plan.n_segments);
+                FUZZ_ASSERT(plan.n_segments <= XCOPY_MAX_SEGMENTS, "%u segments", plan.n_segments);
                 FUZZ_ASSERT(size >= 16, "a plan from %zu bytes", size);
         }
         if (r == SR_INVALID_FIELD_PARAM)

@@ -70,7 +70,7 @@ struct options {
         unsigned max_stall_s;
         unsigned liveness_s;
         uint64_t seed;
-        uint64_t pr_key; /* registered right after the first login (0: none) */
+        uint64_t pr_key;   /* registered right after the first login (0: none) */
         uint32_t isid_rnd; /* with pr_key: the ISID (random format) kept across reconnects */
 };
 

@@ -118,12 +118,12 @@ static int xcopy(struct tdm_client *c, const uint8_t naa[16])
 int main(int argc, char **argv)
 {
         static const struct option longopts[] = {{"seconds", required_argument, NULL, 's'},
-                                           {"segments", required_argument, NULL, 'n'},
-                                           {"segment-blocks", required_argument, NULL, 'b'},
-                                           {"src", required_argument, NULL, 'S'},
-                                           {"dst", required_argument, NULL, 'D'},
-                                           {"liveness", required_argument, NULL, 'v'},
-                                           {0}};
+                                                 {"segments", required_argument, NULL, 'n'},
+                                                 {"segment-blocks", required_argument, NULL, 'b'},
+                                                 {"src", required_argument, NULL, 'S'},
+                                                 {"dst", required_argument, NULL, 'D'},
+                                                 {"liveness", required_argument, NULL, 'v'},
+                                                 {0}};
         int ch;
         while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
                 switch (ch) {
