@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "tandem/byteorder.h"
+#include "tandem/fnv.h"
 #include "tandem/fsutil.h"
 #include "tandem/log.h"
 #include "tandem/medium.h"
@@ -53,14 +54,6 @@ void tdm_state_store_free(struct tdm_state_store *st)
         free(st);
 }
 
-static uint64_t fnv1a(const uint8_t *p, size_t n)
-{
-        uint64_t h = 0xcbf29ce484222325ull;
-        for (size_t i = 0; i < n; i++)
-                h = (h ^ p[i]) * 0x100000001b3ull;
-        return h;
-}
-
 /* The persistent records as file bytes (lock held); *out malloc'd. */
 static int encode_locked(const struct tdm_state_store *st, uint8_t **out, size_t *outlen)
 {
@@ -87,7 +80,7 @@ static int encode_locked(const struct tdm_state_store *st, uint8_t **out, size_t
                 memcpy(b + at + 8, r->bytes, r->len);
                 at += 8 + r->len;
         }
-        put_le64(b + at, fnv1a(b, at));
+        put_le64(b + at, tdm_fnv1a(TDM_FNV1A_INIT, b, at));
         *out = b;
         *outlen = len;
         return 0;
@@ -150,7 +143,7 @@ static int set_locked(struct tdm_state_store *st, unsigned id, const void *buf, 
 static int load_locked(struct tdm_state_store *st, const uint8_t *b, size_t len)
 {
         if (len < 20 || get_le32(b) != STATE_MAGIC || get_le32(b + 4) != STATE_VERSION ||
-            get_le64(b + len - 8) != fnv1a(b, len - 8))
+            get_le64(b + len - 8) != tdm_fnv1a(TDM_FNV1A_INIT, b, len - 8))
                 return -EBADMSG;
         uint32_t count = get_le32(b + 8);
         size_t at = 12, end = len - 8;

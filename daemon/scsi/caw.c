@@ -79,12 +79,13 @@ static enum scsi_reason caw_locked(struct scsi_task *task, uint8_t *buf, uint64_
                 return scsi_io_error(task, "compare and write read", rc, false);
         uint32_t at = first_difference(buf, verify, len);
         const char *who = task->nexus ? task->nexus->initiator : NULL;
-        uint64_t digest = scsi_caw_digest(task->data_out, 2 * (size_t)len);
+        size_t halves = 2 * (size_t)len;
         if (at < len) {
                 /* Its effect is there, or it is the one its initiator applied here last. */
                 if (who && caw_may_be_resend(task) &&
                     (memcmp(buf, write, len) == 0 ||
-                     scsi_caw_was_applied(lun, who, task->lba, digest))) {
+                     scsi_caw_was_applied(lun, who, task->lba,
+                                          scsi_caw_digest(task->data_out, halves)))) {
                         log_debug("LUN %llu: COMPARE AND WRITE at %llu already applied (a resend)",
                                   (unsigned long long)lun->id, (unsigned long long)off);
                         return SCSI_OK;
@@ -101,7 +102,8 @@ static enum scsi_reason caw_locked(struct scsi_task *task, uint8_t *buf, uint64_
          * Remembered only once written on every copy: an entry for a write that never landed
          * would answer that CAW's resend GOOD over another host's change (the lock held twice).
          */
-        if (who && scsi_caw_remember(lun, who, task->lba, digest) < 0)
+        if (who &&
+            scsi_caw_remember(lun, who, task->lba, scsi_caw_digest(task->data_out, halves)) < 0)
                 log_warn("LUN %llu: COMPARE AND WRITE at %llu applied but not remembered: a "
                          "resend of it would miscompare",
                          (unsigned long long)lun->id, (unsigned long long)off);

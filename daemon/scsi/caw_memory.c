@@ -17,6 +17,7 @@
 
 #include "scsi_internal.h"
 #include "tandem/byteorder.h"
+#include "tandem/fnv.h"
 
 #define CAW_TABLE_MAGIC   0x43415731u /* "CAW1" */
 #define CAW_TABLE_ENTRIES 64
@@ -37,11 +38,7 @@ struct caw_table {
 
 uint64_t scsi_caw_digest(const void *halves, size_t len)
 {
-        const uint8_t *p = halves;
-        uint64_t h = 0xcbf29ce484222325ull ^ len; /* FNV-1a */
-        for (size_t i = 0; i < len; i++)
-                h = (h ^ p[i]) * 0x100000001b3ull;
-        return h;
+        return tdm_fnv1a(TDM_FNV1A_INIT, halves, len);
 }
 
 static size_t table_encode(const struct caw_table *t, uint8_t *buf)
@@ -121,8 +118,7 @@ static struct caw_table *table_load(struct scsi_lun *lun, uint8_t *buf)
         return t;
 }
 
-/* Records digest for (initiator, lba). 0 or -errno. */
-static int table_update(struct scsi_lun *lun, const char *initiator, uint64_t lba, uint64_t digest)
+int scsi_caw_remember(struct scsi_lun *lun, const char *initiator, uint64_t lba, uint64_t digest)
 {
         struct scsi_lun_private *priv = scsi_lun_private(lun);
         uint8_t *buf = malloc(CAW_RECORD_MAX);
@@ -144,11 +140,6 @@ static int table_update(struct scsi_lun *lun, const char *initiator, uint64_t lb
         return rc;
 }
 
-int scsi_caw_remember(struct scsi_lun *lun, const char *initiator, uint64_t lba, uint64_t digest)
-{
-        return table_update(lun, initiator, lba, digest ? digest : 1);
-}
-
 bool scsi_caw_was_applied(struct scsi_lun *lun, const char *initiator, uint64_t lba,
                           uint64_t digest)
 {
@@ -159,7 +150,7 @@ bool scsi_caw_was_applied(struct scsi_lun *lun, const char *initiator, uint64_t 
         pthread_mutex_lock(&priv->caw_lock);
         struct caw_table *t = table_load(lun, buf);
         const struct caw_entry *e = t ? table_find(t, initiator, lba) : NULL;
-        bool applied = e && e->digest == (digest ? digest : 1);
+        bool applied = e && e->digest == digest;
         pthread_mutex_unlock(&priv->caw_lock);
         free(t);
         free(buf);

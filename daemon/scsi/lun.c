@@ -6,18 +6,17 @@
 
 #include "pr_model.h"
 #include "scsi_internal.h"
+#include "tandem/byteorder.h"
+#include "tandem/fnv.h"
 
 static _Atomic uint64_t next_nexus_id = 1;
 
 /* FNV-1a: a stable default identity derived from the backing path and LUN id. */
 static uint64_t identity_hash(const char *path, uint64_t id)
 {
-        uint64_t h = 0xcbf29ce484222325ull;
-        for (const char *p = path; *p; p++)
-                h = (h ^ (uint8_t)*p) * 0x100000001b3ull;
-        for (int i = 0; i < 8; i++)
-                h = (h ^ (uint8_t)(id >> (8 * i))) * 0x100000001b3ull;
-        return h;
+        uint8_t le_id[8];
+        put_le64(le_id, id);
+        return tdm_fnv1a(tdm_fnv1a(TDM_FNV1A_INIT, path, strlen(path)), le_id, sizeof(le_id));
 }
 
 /* Defaults until the configuration sets the replicated identity (same on every node). */
