@@ -116,6 +116,13 @@ struct repl_lun {
         bool lu_state_valid;
         /* Promoted holding a state handed over by an earlier Primary (r->lock): tdm_access. */
         bool continued;
+        /*
+         * Explicit ALUA (repl_stpg.c, r->lock): a move of the Primary to this node that an
+         * initiator asked for is under way, and the requests waiting for it (chained
+         * through tdm_mio.impl).
+         */
+        bool moving;
+        struct tdm_mio *move_waiters;
         /* Identity and configuration (immutable after create). */
         char iqn[TDM_IQN_MAX];
         uint64_t lun_id;
@@ -230,6 +237,11 @@ int repl_send_scsi_state(struct repl_lun *r);
 /* Takes the peer's State message into r->peer (lock held). */
 struct Tandem__Repl__State;
 void repl_peer_from_state(struct repl_lun *r, const struct Tandem__Repl__State *m);
+
+/* repl_stpg.c: SET TARGET PORT GROUPS (the medium's request_active). */
+void repl_request_active(struct tdm_medium *m, struct tdm_mio *io);
+/* Waits until no move is under way (the LUN is stopping: the mover gives up soon). */
+void repl_stpg_wait_idle(struct repl_lun *r);
 
 /* repl_io.c: the medium the LUN sees. */
 extern const struct tdm_medium_ops repl_medium_ops;

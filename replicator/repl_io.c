@@ -398,6 +398,7 @@ const struct tdm_medium_ops repl_medium_ops = {
     .lba_status = repl_lba_status,
     .prefetch = repl_prefetch,
     .refresh_access = repl_refresh_access,
+    .request_active = repl_request_active,
     .state_get = repl_state_get,
     .destroy = repl_destroy,
 };

@@ -88,9 +88,13 @@ static uint8_t peer_access(const struct repl_lun *r)
 void repl_publish_access(struct repl_lun *r)
 {
         bool serving = r->sb.role == REPL_ROLE_PRIMARY && !r->quiesced && !r->demoting;
-        struct tdm_access a = {.local_state = serving ? TDM_ACCESS_ACTIVE : TDM_ACCESS_STANDBY,
+        uint8_t local = serving     ? TDM_ACCESS_ACTIVE
+                        : r->moving ? TDM_ACCESS_TRANSITIONING /* SET TARGET PORT GROUPS */
+                                    : TDM_ACCESS_STANDBY;
+        struct tdm_access a = {.local_state = local,
                                .local_id = 1,
-                               .continued = r->continued};
+                               .continued = r->continued,
+                               .explicit_alua = r->cfg.alua_explicit && r->cfg.ports_per_node};
         if (r->cfg.ports_per_node) {
                 a.local_id = (uint16_t)r->node_id;
                 a.peer_id = (uint16_t)r->peer_id;
@@ -303,6 +307,7 @@ void repl_lun_stop(struct repl_lun *r)
         repl_publish_access(r);
         pthread_mutex_unlock(&r->lock);
         r->stopped = true; /* a change that still comes fails */
+        repl_stpg_wait_idle(r);
         if (!repl_writes_drained(r, r->cfg.timeout_ms + TDM_CLUSTER_IO_HOLD_MAX_MS))
                 log_warn("replication %s lun %llu: changes still in flight at stop", r->iqn,
                          (unsigned long long)r->lun_id);

@@ -83,12 +83,27 @@ static int parse_target_ports(struct cfg_parser *p, const config_setting_t *s, c
                         "multipath to both nodes)");
 }
 
+static int parse_alua(struct cfg_parser *p, const config_setting_t *s, const char *f,
+                      struct tdm_repl_cfg *r)
+{
+        const char *v =
+            config_setting_type(s) == CONFIG_TYPE_STRING ? config_setting_get_string(s) : NULL;
+        if (v && (strcmp(v, "implicit") == 0 || strcmp(v, "explicit") == 0)) {
+                r->alua_explicit = strcmp(v, "explicit") == 0;
+                return 0;
+        }
+        return cfg_fail(p->err, p->errlen, -EINVAL, f,
+                        "must be \"implicit\" (the cluster moves the Primary) or \"explicit\" "
+                        "(initiators may also ask with SET TARGET PORT GROUPS)");
+}
+
 int cfg_parse_repl(struct cfg_parser *p, const config_setting_t *s, const char *field,
                    struct tdm_repl_cfg *r)
 {
         static const char *const keys[] = {
-            "secret",          "port",        "nodes",        "metadata", "timeout", "resync_rate",
-            "resync_min_rate", "split_brain", "target_ports", NULL};
+            "secret",       "port",        "nodes",           "metadata",
+            "timeout",      "resync_rate", "resync_min_rate", "split_brain",
+            "target_ports", "alua",        "stpg_handler",    NULL};
         char f[FIELD_MAX];
         const config_setting_t *m;
         int rc;
@@ -131,6 +146,11 @@ int cfg_parse_repl(struct cfg_parser *p, const config_setting_t *s, const char *
         if ((m = cfg_member(s, "split_brain", field, f)) && (rc = parse_split_brain(p, m, f, r)))
                 return rc;
         if ((m = cfg_member(s, "target_ports", field, f)) && (rc = parse_target_ports(p, m, f, r)))
+                return rc;
+        if ((m = cfg_member(s, "alua", field, f)) && (rc = parse_alua(p, m, f, r)))
+                return rc;
+        if ((m = cfg_member(s, "stpg_handler", field, f)) &&
+            (rc = cfg_get_string(p, m, f, r->stpg_handler, sizeof(r->stpg_handler))))
                 return rc;
         return 0;
 }

@@ -87,6 +87,10 @@ static void tree_repl(config_setting_t *lun, const struct tdm_repl_cfg *r)
         add_str(g, "split_brain", sb);
         if (r->ports_per_node)
                 add_str(g, "target_ports", "per_node");
+        if (r->alua_explicit)
+                add_str(g, "alua", "explicit");
+        if (r->stpg_handler[0])
+                add_str(g, "stpg_handler", r->stpg_handler);
 }
 
 static void tree_lun(config_setting_t *list, const struct tdm_lun_cfg *l)

@@ -108,6 +108,28 @@ static int validate_split_brain(const struct tdm_repl_cfg *r, const char *g, cha
                         r->nodes[1].name);
 }
 
+/* Explicit ALUA moves the Primary through a handler, between the two nodes' own groups. */
+static int validate_alua(const struct tdm_repl_cfg *r, const char *g, char *err, size_t errlen)
+{
+        char f[FIELD_MAX];
+        cfg_field_join(f, g, "stpg_handler");
+        if (r->stpg_handler[0] && !cfg_path_absolute(r->stpg_handler))
+                return cfg_fail(err, errlen, -EINVAL, f, "must be an absolute path, got \"%s\"",
+                                r->stpg_handler);
+        if (!r->alua_explicit)
+                return 0;
+        if (!r->stpg_handler[0])
+                return cfg_fail(err, errlen, -EINVAL, f,
+                                "required with alua = \"explicit\": the program that moves the "
+                                "Primary (e.g. tandem-stpg)");
+        cfg_field_join(f, g, "alua");
+        if (!r->ports_per_node)
+                return cfg_fail(err, errlen, -EINVAL, f,
+                                "\"explicit\" needs target_ports = \"per_node\" (with shared "
+                                "ports there is one port group, nothing to choose between)");
+        return 0;
+}
+
 static int validate_settings(const struct tdm_repl_cfg *r, const char *g, char *err, size_t errlen)
 {
         char f[FIELD_MAX];
@@ -145,7 +167,7 @@ static int validate_settings(const struct tdm_repl_cfg *r, const char *g, char *
                 return cfg_fail(err, errlen, -EINVAL, f,
                                 "%" PRIu64 " bytes/s exceeds resync_rate (%" PRIu64 " bytes/s)",
                                 r->resync_min_rate, r->resync_rate);
-        return 0;
+        return validate_alua(r, g, err, errlen);
 }
 
 /*

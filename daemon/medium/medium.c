@@ -52,6 +52,17 @@ void tdm_medium_submit(struct tdm_medium *m, struct tdm_mio *io)
         m->ops->submit(m, io);
 }
 
+void tdm_medium_request_active(struct tdm_medium *m, struct tdm_mio *io)
+{
+        io->medium = m;
+        io->loop = net_loop_current();
+        io->result = 0;
+        if (m->ops->request_active)
+                m->ops->request_active(m, io);
+        else
+                tdm_mio_complete(io, 0); /* a medium of this node alone is always active */
+}
+
 /* ---- waiting wrappers ---- */
 
 struct mio_wait {
@@ -133,7 +144,7 @@ static uint64_t access_pack(const struct tdm_access *a)
 {
         return (uint64_t)a->local_state | ((uint64_t)a->peer_state << 8) |
                ((uint64_t)a->local_id << 16) | ((uint64_t)a->peer_id << 32) |
-               ((uint64_t)a->continued << 48);
+               ((uint64_t)a->continued << 48) | ((uint64_t)a->explicit_alua << 49);
 }
 
 static struct tdm_access access_unpack(uint64_t v)
@@ -142,7 +153,8 @@ static struct tdm_access access_unpack(uint64_t v)
                                    .peer_state = (uint8_t)((v >> 8) & 0xff),
                                    .local_id = (uint16_t)((v >> 16) & 0xffff),
                                    .peer_id = (uint16_t)((v >> 32) & 0xffff),
-                                   .continued = ((v >> 48) & 1) != 0};
+                                   .continued = ((v >> 48) & 1) != 0,
+                                   .explicit_alua = ((v >> 49) & 1) != 0};
 }
 
 void tdm_medium_set_access(struct tdm_medium *m, const struct tdm_access *a)

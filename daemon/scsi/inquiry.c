@@ -35,10 +35,11 @@ static enum scsi_reason inquiry_standard(struct scsi_task *task, uint32_t alloc_
         d[2] = 0x06;        /* SPC-4 */
         d[3] = 0x10 | 0x02; /* HISUP, response data format 2 */
         d[4] = STD_INQUIRY_LEN - 5;
+        /* TPGS: 01b implicit ALUA; 11b implicit and explicit (alua.c, alua_stpg.c). */
         if (task->lun)
-                d[5] = 0x10; /* TPGS 01b: implicit ALUA only (alua.c) */
-        d[5] |= 0x08;        /* 3PC: EXTENDED COPY (xcopy.c) */
-        d[7] = 0x02;         /* CMDQUE */
+                d[5] = tdm_medium_access(task->lun->medium).explicit_alua ? 0x30 : 0x10;
+        d[5] |= 0x08; /* 3PC: EXTENDED COPY (xcopy.c) */
+        d[7] = 0x02;  /* CMDQUE */
         put_ascii(d + 8, 8, SCSI_VENDOR_ID);
         put_ascii(d + 16, 16, task->lun ? task->lun->product : "");
         put_ascii(d + 32, 4, SCSI_PRODUCT_REV);

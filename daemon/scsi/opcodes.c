@@ -150,6 +150,8 @@ const struct scsi_opcode_entry scsi_opcode_table[] = {
            "REPORT TARGET PORT GROUPS", 0xa3, 0xea, 0, 0, 0, 0, LBA4, 0, 0),
     ROW_SA(0xa3, 0x0c, 12, F_IN | F_LUN | F_SBY | F_RES | F_PRR, spc_report_supported_opcodes,
            "REPORT SUPPORTED OPERATION CODES", 0xa3, 0x0c, 0x87, 0xff, 0xff, 0xff, LBA4, 0, 0),
+    ROW_SA(0xa4, 0x0a, 12, F_OUT | F_LUN | F_SBY | F_PRA, spc_set_target_port_groups,
+           "SET TARGET PORT GROUPS", 0xa4, 0x0a, 0, 0, 0, 0, LBA4, 0, 0),
     ROW(0xa8, 12, F_IN | F_LUN | F_SR | F_PRR, sbc_read12, "READ(12)", 0xa8, RW_FLAGS, LBA4, LBA4,
         GROUP, 0),
     ROW(0xaa, 12, F_OUT | F_LUN | F_WR | F_SW, sbc_write12, "WRITE(12)", 0xaa, RW_FLAGS, LBA4, LBA4,
@@ -245,6 +247,8 @@ uint32_t scsi_cdb_data_out_len(const uint8_t *cdb, const struct scsi_lun *lun)
                 return get_be16(cdb + 7);
         case 0x5f: /* PERSISTENT RESERVE OUT */
                 return get_be32(cdb + 5);
+        case 0xa4: /* MAINTENANCE OUT (SET TARGET PORT GROUPS): PARAMETER LIST LENGTH */
+                return get_be32(cdb + 6);
         }
         if (!lun)
                 return 0;

@@ -66,6 +66,8 @@ struct scsi_lun_private {
         atomic_bool d_sense; /* control page D_SENSE: descriptor format sense data */
         struct scsi_atomic_journal *journal; /* NULL: atomic writes of one block only */
         atomic_uint alua_published;          /* ALUA states last reported, see alua.c */
+        /* The nexus whose SET TARGET PORT GROUPS is moving the groups (0: none, alua_stpg.c). */
+        _Atomic uint64_t alua_requester;
         /*
          * The LU's reservations and the attentions it owes by name (pr.c, reserve.c, ua.c),
          * kept in state records of the medium. state_op_lock serializes every change with
@@ -186,6 +188,22 @@ bool scsi_opcode_has_service_actions(uint8_t opcode);
 /* Service action of a CDB whose opcode has service actions. */
 uint16_t scsi_cdb_service_action(const uint8_t *cdb);
 enum scsi_reason scsi_cdb_check_usage(struct scsi_task *task, const struct scsi_opcode_entry *e);
+
+/* alua.c, alua_stpg.c: explicit ALUA. */
+struct scsi_stpg_groups {
+        uint16_t local_id, peer_id;      /* peer_id 0: no peer group */
+        uint8_t local_state, peer_state; /* enum tdm_access_state */
+};
+/* This node's port group and relative port id: the medium's, or 1 for a LUN of this node. */
+uint16_t scsi_alua_local_group(const struct tdm_access *a);
+/*
+ * What a SET TARGET PORT GROUPS parameter list (len bytes) asks of groups g: *activate
+ * when this node's group is to become active; else nothing. A reason (with *bad set for a
+ * field) when the list is malformed or asks what tandem does not do.
+ */
+enum scsi_reason scsi_stpg_decide(const struct scsi_stpg_groups *g, const uint8_t *param,
+                                  uint32_t len, bool *activate, struct scsi_field_ptr *bad);
+enum scsi_reason spc_set_target_port_groups(struct scsi_task *task);
 
 /* lun.c */
 void scsi_lun_count_bytes(struct scsi_lun *lun, bool is_write, uint64_t bytes);

@@ -64,6 +64,7 @@ static const struct reason_info reasons[SR_COUNT] = {
                                      0x09},
     [SR_COPY_TARGET_UNREACHABLE] = {"COPY TARGET DEVICE NOT REACHABLE", CC, 0xa, 0x0d, 0x02},
     [SR_COPY_ABORTED] = {"COPY ABORTED", CC, 0xa, 0x00, 0x00},
+    [SR_STPG_FAILED] = {"SET TARGET PORT GROUPS COMMAND FAILED", CC, 0x4, 0x67, 0x0a},
 };
 
 #undef CC

@@ -97,6 +97,13 @@ struct tdm_repl_cfg {
          * port group per node (id = node id) for ALUA multipath to both nodes.
          */
         bool ports_per_node;
+        /*
+         * ALUA transitions: false ("implicit", the default) only the cluster moves the
+         * Primary; true ("explicit") an initiator may also ask with SET TARGET PORT GROUPS,
+         * which runs stpg_handler (absolute path) to move it. Needs ports_per_node.
+         */
+        bool alua_explicit;
+        char stpg_handler[4096];
 };
 
 struct tdm_lun_cfg {

@@ -94,6 +94,8 @@ struct tdm_access {
          * attention is I_T NEXUS LOSS OCCURRED (29/07), not POWER ON (29/00).
          */
         bool continued;
+        /* Initiators may ask for this node's group (SET TARGET PORT GROUPS): TPGS 11b. */
+        bool explicit_alua;
 };
 
 struct tdm_medium_ops {
@@ -104,6 +106,13 @@ struct tdm_medium_ops {
                           struct tdm_lba_status *out);
         /* A hint that a range will be read soon (may be NULL). */
         void (*prefetch)(struct tdm_medium *m, uint64_t off, uint64_t len);
+        /*
+         * Explicit ALUA (may be NULL: this node's group is always active): asks that this
+         * node's group become active. io->done runs once it is (result 0) or could not be
+         * (-errno); meanwhile the access state says transitioning. Only io's completion
+         * fields are used.
+         */
+        void (*request_active)(struct tdm_medium *m, struct tdm_mio *io);
         /* Publishes the access state now (may be NULL): the replicator asks its peer view. */
         void (*refresh_access)(struct tdm_medium *m);
         /*
@@ -162,6 +171,8 @@ void tdm_medium_submit(struct tdm_medium *m, struct tdm_mio *io);
  * Never on a net loop thread.
  */
 int tdm_medium_run(struct tdm_medium *m, struct tdm_mio *io);
+/* Asks for this node's group to become active (ops->request_active); done on the caller's loop. */
+void tdm_medium_request_active(struct tdm_medium *m, struct tdm_mio *io);
 /* Shorthands for tdm_medium_run. */
 int tdm_medium_read(struct tdm_medium *m, void *buf, uint64_t len, uint64_t off);
 int tdm_medium_write(struct tdm_medium *m, const void *buf, uint64_t len, uint64_t off,

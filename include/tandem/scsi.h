@@ -82,6 +82,7 @@ enum scsi_reason {
         SR_UNSUPPORTED_SEGMENT_DESC,   /* 05/26/09 */
         SR_COPY_TARGET_UNREACHABLE,    /* 0A/0D/02 COPY ABORTED, target not reachable */
         SR_COPY_ABORTED,               /* 0A/00/00 */
+        SR_STPG_FAILED,                /* 04/67/0A SET TARGET PORT GROUPS COMMAND FAILED */
         SR_COUNT,
         /* Not a reason: the handler started medium work and completes the task later. */
         SCSI_PENDING = 1000

@@ -60,8 +60,12 @@ enum { AO = 0x0, S = 0x2, U = 0x3 };
 /* The medium's access state, as a replicator publishes it. */
 static void set_access(uint8_t local, uint16_t local_id, uint16_t peer_id, uint8_t peer)
 {
-        struct tdm_access a = {
-            .local_state = local, .local_id = local_id, .peer_id = peer_id, .peer_state = peer};
+        bool explicit_alua = tdm_medium_access(h.lun->medium).explicit_alua;
+        struct tdm_access a = {.local_state = local,
+                               .local_id = local_id,
+                               .peer_id = peer_id,
+                               .peer_state = peer,
+                               .explicit_alua = explicit_alua};
         tdm_medium_set_access(h.lun->medium, &a);
 }
 
@@ -343,6 +347,208 @@ START_TEST(report_supported_opcodes_lists_rtpg)
 }
 END_TEST
 
+/* ---- explicit ALUA: SET TARGET PORT GROUPS ---- */
+
+static struct scsi_task *stpg_on(struct scsi_nexus *nx, const uint8_t *param, uint32_t len)
+{
+        uint8_t cdb[12] = {0xa4, 0x0a};
+        put_be32(cdb + 6, len);
+        return h_run_on(nx, cdb, 12, param, len, 0);
+}
+
+/* A parameter list of n descriptors {state, group id}. */
+static uint32_t stpg_list(uint8_t *p, const uint16_t (*desc)[2], unsigned n)
+{
+        memset(p, 0, 4 + 4 * n);
+        for (unsigned i = 0; i < n; i++) {
+                p[4 + 4 * i] = (uint8_t)desc[i][0];
+                put_be16(p + 4 + 4 * i + 2, desc[i][1]);
+        }
+        return 4 + 4 * n;
+}
+
+static struct scsi_task *stpg(const uint16_t (*desc)[2], unsigned n)
+{
+        static uint8_t param[64];
+        return stpg_on(&h.nx, param, stpg_list(param, desc, n));
+}
+
+/* The medium under test: request_active records the call and answers move_result; with
+ * 0 it makes this node's group active first (as the replicator does once promoted). */
+static struct tdm_medium_ops explicit_ops;
+static const struct tdm_medium_ops *plain_ops;
+static int move_calls, move_result;
+
+static void test_request_active(struct tdm_medium *m, struct tdm_mio *io)
+{
+        (void)m;
+        move_calls++;
+        set_local(TDM_ACCESS_TRANSITIONING);
+        if (move_result == 0) {
+                struct tdm_access a = tdm_medium_access(h.lun->medium);
+                set_access(TDM_ACCESS_ACTIVE, a.local_id, a.peer_id, TDM_ACCESS_STANDBY);
+        } else {
+                set_local(TDM_ACCESS_STANDBY);
+        }
+        tdm_mio_complete(io, move_result);
+}
+
+/* This node (2) is the Secondary of an explicit-ALUA pair whose medium moves on request. */
+static void make_explicit_secondary(void)
+{
+        plain_ops = h.lun->medium->ops;
+        explicit_ops = *plain_ops;
+        explicit_ops.request_active = test_request_active;
+        h.lun->medium->ops = &explicit_ops;
+        struct tdm_access a = {.local_state = TDM_ACCESS_STANDBY,
+                               .local_id = 2,
+                               .peer_id = 1,
+                               .peer_state = TDM_ACCESS_ACTIVE,
+                               .explicit_alua = true};
+        tdm_medium_set_access(h.lun->medium, &a);
+        scsi_lun_alua_init(h.lun);
+        h_clear_ua(&h.nx);
+        h_clear_ua(&h.nx2);
+        move_calls = 0;
+        move_result = 0;
+}
+
+static void restore_ops(void)
+{
+        h.lun->medium->ops = plain_ops;
+}
+
+START_TEST(stpg_refused_with_implicit_alua)
+{
+        make_secondary_of_pair();
+        const uint16_t d[1][2] = {{AO, 2}};
+        h_assert_sense(stpg(d, 1), 0x5, 0x20, 0x00);
+}
+END_TEST
+
+START_TEST(inquiry_reports_explicit_alua)
+{
+        make_explicit_secondary();
+        uint8_t cdb[6] = {0x12, 0, 0, 0, 96, 0};
+        struct scsi_task *t = h_run(cdb, 6, NULL, 0, 96);
+        h_assert_good(t);
+        ck_assert_int_eq(t->data_in[5] & 0x30, 0x30); /* TPGS 11b */
+        /* RTPG: transitioning is among the supported states. */
+        struct want_group g[2] = {{1, AO, SUP_REPL | 0x80, 0, 1}, {2, S, SUP_REPL | 0x80, 0, 2}};
+        assert_rtpg(g, 2);
+        restore_ops();
+}
+END_TEST
+
+START_TEST(stpg_moves_the_primary_here)
+{
+        make_explicit_secondary();
+        const uint16_t d[2][2] = {{AO, 2}, {S, 1}}; /* as Windows MPIO lists them */
+        h_assert_good(stpg(d, 2));
+        ck_assert_int_eq(move_calls, 1);
+        /* Status 01h: altered by SET TARGET PORT GROUPS. */
+        struct want_group g[2] = {{1, S, SUP_REPL | 0x80, 0x01, 1},
+                                  {2, AO, SUP_REPL | 0x80, 0x01, 2}};
+        assert_rtpg(g, 2);
+        /* The requester gets no attention for the change it asked; the other nexus does. */
+        h_assert_good(h_run(tur, 6, NULL, 0, 0));
+        h_assert_sense(h_run_on(&h.nx2, tur, 6, NULL, 0, 0), 0x6, 0x2a, 0x06);
+        h_assert_good(h_run_on(&h.nx2, tur, 6, NULL, 0, 0));
+        /* Asking for what is already so changes nothing. */
+        const uint16_t again[1][2] = {{AO, 2}};
+        h_assert_good(stpg(again, 1));
+        ck_assert_int_eq(move_calls, 1);
+        /* A later implicit change is reported as implicit (02h) again. */
+        set_peer(TDM_ACCESS_UNAVAILABLE);
+        h_clear_ua(&h.nx);
+        struct want_group g2[2] = {{1, U, SUP_REPL | 0x80, 0x02, 1},
+                                   {2, AO, SUP_REPL | 0x80, 0x02, 2}};
+        assert_rtpg(g2, 2);
+        restore_ops();
+}
+END_TEST
+
+START_TEST(stpg_failure_is_reported)
+{
+        make_explicit_secondary();
+        move_result = -ETIMEDOUT;
+        const uint16_t d[1][2] = {{AO, 2}};
+        h_assert_sense(stpg(d, 1), 0x4, 0x67, 0x0a);
+        ck_assert_int_eq(move_calls, 1);
+        /* Back where it was; this node's group went through transitioning at its asking. */
+        struct want_group g[2] = {{1, AO, SUP_REPL | 0x80, 0, 1}, {2, S, SUP_REPL | 0x80, 0x01, 2}};
+        assert_rtpg(g, 2);
+        restore_ops();
+}
+END_TEST
+
+START_TEST(stpg_empty_list_changes_nothing)
+{
+        make_explicit_secondary();
+        h_assert_good(stpg(NULL, 0));
+        uint8_t cdb[12] = {0xa4, 0x0a};
+        h_assert_good(h_run(cdb, 12, NULL, 0, 0)); /* PARAMETER LIST LENGTH 0 */
+        ck_assert_int_eq(move_calls, 0);
+        restore_ops();
+}
+END_TEST
+
+/* Lists tandem refuses, with the byte the field pointer names. */
+START_TEST(stpg_bad_lists)
+{
+        make_explicit_secondary();
+        uint8_t p[16];
+        /* Not a whole number of descriptors. */
+        memset(p, 0, sizeof(p));
+        h_assert_sense(stpg_on(&h.nx, p, 6), 0x5, 0x1a, 0x00);
+        h_assert_sense(stpg_on(&h.nx, p, 2), 0x5, 0x1a, 0x00);
+        struct {
+                uint16_t desc[2][2];
+                unsigned n;
+                unsigned byte;
+        } bad[] = {
+            {{{AO, 9}}, 1, 6},           /* no such group */
+            {{{0x1, 2}}, 1, 4},          /* active/non-optimized: not a state tandem has */
+            {{{0xe, 2}}, 1, 4},          /* offline */
+            {{{S, 1}}, 1, 4},            /* the serving node to standby, nobody active */
+            {{{AO, 2}, {AO, 2}}, 2, 10}, /* one group twice */
+        };
+        for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                struct scsi_task *t = stpg_on(&h.nx, p, stpg_list(p, bad[i].desc, bad[i].n));
+                h_assert_sense(t, 0x5, 0x26, 0x00);
+                h_assert_field(t, false, bad[i].byte, -1);
+        }
+        /* Reserved bits of a descriptor. */
+        const uint16_t d[1][2] = {{AO, 2}};
+        uint32_t len = stpg_list(p, d, 1);
+        p[4] |= 0x40;
+        h_assert_field(stpg_on(&h.nx, p, len), false, 4, 7);
+        p[4] = AO;
+        p[5] = 1;
+        h_assert_field(stpg_on(&h.nx, p, len), false, 5, 7);
+        /* The other node's group active while it is not: asked on that node's port. */
+        set_peer(TDM_ACCESS_UNAVAILABLE);
+        h_clear_ua(&h.nx);
+        const uint16_t other[1][2] = {{AO, 1}};
+        h_assert_field(stpg(other, 1), false, 4, -1);
+        ck_assert_int_eq(move_calls, 0);
+        restore_ops();
+}
+END_TEST
+
+/* The serving node asked to stay active, with the other named standby: nothing to do. */
+START_TEST(stpg_on_the_primary_changes_nothing)
+{
+        make_explicit_secondary();
+        set_access(TDM_ACCESS_ACTIVE, 2, 1, TDM_ACCESS_STANDBY);
+        h_clear_ua(&h.nx);
+        const uint16_t d[2][2] = {{AO, 2}, {S, 1}};
+        h_assert_good(stpg(d, 2));
+        ck_assert_int_eq(move_calls, 0);
+        restore_ops();
+}
+END_TEST
+
 int main(void)
 {
         Suite *s = suite_create("alua");
@@ -362,6 +568,13 @@ int main(void)
         tcase_add_test(tc, no_ua_without_change);
         tcase_add_test(tc, refresh_before_report);
         tcase_add_test(tc, report_supported_opcodes_lists_rtpg);
+        tcase_add_test(tc, stpg_refused_with_implicit_alua);
+        tcase_add_test(tc, inquiry_reports_explicit_alua);
+        tcase_add_test(tc, stpg_moves_the_primary_here);
+        tcase_add_test(tc, stpg_failure_is_reported);
+        tcase_add_test(tc, stpg_empty_list_changes_nothing);
+        tcase_add_test(tc, stpg_bad_lists);
+        tcase_add_test(tc, stpg_on_the_primary_changes_nothing);
         suite_add_tcase(s, tc);
         return h_run_suite(s);
 }

@@ -390,6 +390,15 @@ static const struct bad_case bad_cases[] = {
     {RCFG(RSECRET RNODES "target_ports = \"both\";"),
      "targets[0].luns[0].replication.target_ports: must be \"shared\" (floating portal IP) or "
      "\"per_node\""},
+    {RCFG(RSECRET RNODES "alua = \"both\";"),
+     "targets[0].luns[0].replication.alua: must be \"implicit\" (the cluster moves the Primary) "
+     "or \"explicit\""},
+    {RCFG(RSECRET RNODES "alua = \"explicit\"; target_ports = \"per_node\";"),
+     "targets[0].luns[0].replication.stpg_handler: required with alua = \"explicit\""},
+    {RCFG(RSECRET RNODES "alua = \"explicit\"; stpg_handler = \"/usr/lib/tandem/tandem-stpg\";"),
+     "targets[0].luns[0].replication.alua: \"explicit\" needs target_ports = \"per_node\""},
+    {RCFG(RSECRET RNODES "stpg_handler = \"tandem-stpg\";"),
+     "targets[0].luns[0].replication.stpg_handler: must be an absolute path, got \"tandem-stpg\""},
     {RCFG(RSECRET RNODES "split_brain = \"discard-node-\";"),
      "targets[0].luns[0].replication.split_brain: must be disconnect"},
     {"node_id = 1; " RLUNS(RLUN(0, "/a", "", RSECRET RNODES)),
@@ -1021,6 +1030,9 @@ START_TEST(test_repl_round_trip)
         a.targets[0].luns[0].repl.resync_rate = 5ull << 40;
         a.targets[0].luns[0].repl.resync_min_rate = 3ull << 32;
         a.targets[0].luns[0].repl.ports_per_node = true;
+        a.targets[0].luns[0].repl.alua_explicit = true;
+        snprintf(a.targets[0].luns[0].repl.stpg_handler,
+                 sizeof(a.targets[0].luns[0].repl.stpg_handler), "/usr/lib/tandem/tandem-stpg");
         ck_assert_int_eq(tdm_config_save(path, &a, err, sizeof(err)), 0);
         int rc = tdm_config_load(path, &b, err, sizeof(err));
         ck_assert_msg(rc == 0, "reload: %s", err);
@@ -1032,6 +1044,8 @@ START_TEST(test_repl_round_trip)
         char *first = read_all(path);
         ck_assert_ptr_nonnull(strstr(first, "split_brain = \"discard-node-alpha\";"));
         ck_assert_ptr_nonnull(strstr(first, "target_ports = \"per_node\";"));
+        ck_assert_ptr_nonnull(strstr(first, "alua = \"explicit\";"));
+        ck_assert_ptr_nonnull(strstr(first, "stpg_handler = \"/usr/lib/tandem/tandem-stpg\";"));
         ck_assert_ptr_nonnull(strstr(first, "node_id = 2;"));
         /* Only the replicated LUN has the group. */
         ck_assert_ptr_null(strstr(strstr(first, "replication") + 1, "replication"));
