@@ -265,10 +265,11 @@ pair_link_heal()
 # tandemd in a node namespace
 
 # The one place that writes a node's config. $2: optional extra libconfig text inside the
-# LUN's replication group (e.g. 'split_brain = "discard-zero-changes";').
+# LUN's replication group (e.g. 'split_brain = "discard-zero-changes";'); default
+# PAIR_REPL_EXTRA (a scenario's settings for every config it writes).
 pair_write_config()
 {
-	local n="$1" extra="${2:-}" repl="" node="" lunsize
+	local n="$1" extra="${2:-${PAIR_REPL_EXTRA:-}}" repl="" node="" lunsize
 	lunsize="${PAIR_SIZE[$n]}"
 	if ((PAIR_REPLICATED)); then
 		node="node_id = ${PAIR_ID[$n]};"

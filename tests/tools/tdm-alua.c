@@ -14,6 +14,9 @@
  *   read        READ(10) of LBA 0, one block
  *   inquiry     standard INQUIRY, prints tpgs=N
  *   wait PATH   keep the session (answering target pings) until PATH exists
+ *   stpg ID:STATE[,ID:STATE...]
+ *               SET TARGET PORT GROUPS asking group ID for STATE (ao, s or u), e.g.
+ *               "stpg 2:ao,1:s"; prints how long it took (ms=N)
  *
  * Prints "login: ok" and then, per command, "COMMAND: STATUS" where STATUS is GOOD or
  * CHECK_CONDITION K/ASC/ASCQ (hex) or STATUS_0xNN, and for a good RTPG one line per group:
@@ -219,6 +222,66 @@ static int cmd_wait(struct session *s, const char *what, const char *path)
         return 0;
 }
 
+static int state_code(const char *name)
+{
+        static const char *const names[16] = {
+            [0x0] = "ao", [0x1] = "an", [0x2] = "s", [0x3] = "u", [0x4] = "lbd", [0xe] = "o"};
+        for (int i = 0; i < 16; i++)
+                if (names[i] && strcmp(names[i], name) == 0)
+                        return i;
+        return -1;
+}
+
+/* "ID:STATE,..." as STPG descriptors after the 4-byte header; the list's length, 0 if bad. */
+static uint32_t stpg_param(const char *spec, uint8_t *p, uint32_t cap)
+{
+        char buf[256];
+        snprintf(buf, sizeof(buf), "%s", spec);
+        uint32_t len = 4;
+        memset(p, 0, cap);
+        for (char *save = NULL, *d = strtok_r(buf, ",", &save); d; d = strtok_r(NULL, ",", &save)) {
+                char *colon = strchr(d, ':');
+                if (!colon || len + 4 > cap)
+                        return 0;
+                *colon = 0;
+                int state = state_code(colon + 1);
+                unsigned long id = strtoul(d, NULL, 10);
+                if (state < 0 || id == 0 || id > 0xffff)
+                        return 0;
+                p[len] = (uint8_t)state;
+                p[len + 2] = (uint8_t)(id >> 8);
+                p[len + 3] = (uint8_t)id;
+                len += 4;
+        }
+        return len;
+}
+
+static int cmd_stpg(struct session *s, const char *what, const char *spec)
+{
+        uint8_t param[64];
+        uint32_t len = stpg_param(spec, param, sizeof(param));
+        if (len <= 4)
+                return -EINVAL;
+        uint8_t cdb[12] = {0xa4, 0x0a};
+        put_be32(cdb + 6, len);
+        struct scsi_task *t = scsi_create_task(12, cdb, SCSI_XFER_WRITE, (int)len);
+        if (t == NULL) {
+                printf("stpg: ERROR cannot allocate task\n");
+                return -EIO;
+        }
+        struct iscsi_data data = {.data = param, .size = len};
+        uint64_t t0 = now_ms();
+        if (iscsi_scsi_command_sync(s->iscsi, s->lun, t, &data) == NULL) {
+                printf("stpg: ERROR transport: %s\n", iscsi_get_error(s->iscsi));
+                scsi_free_scsi_task(t);
+                return -EIO;
+        }
+        print_status(what, t);
+        printf(" ms=%llu\n", (unsigned long long)(now_ms() - t0));
+        scsi_free_scsi_task(t);
+        return 0;
+}
+
 /* Runs one command; 0, -EINVAL for an unknown command, another -errno on transport. */
 static int run_command(struct session *s, const char *cmd)
 {
@@ -238,13 +301,16 @@ static int run_command(struct session *s, const char *cmd)
         }
         if (strncmp(cmd, "wait ", 5) == 0 && cmd[5])
                 return cmd_wait(s, cmd, cmd + 5);
+        if (strncmp(cmd, "stpg ", 5) == 0 && cmd[5])
+                return cmd_stpg(s, "stpg", cmd + 5);
         return -EINVAL;
 }
 
 static void usage(FILE *f)
 {
         fprintf(f, "usage: tdm-alua [--initiator IQN] URL COMMAND...\n"
-                   "commands: rtpg | rtpg-ext | tur | read | inquiry | wait PATH\n");
+                   "commands: rtpg | rtpg-ext | tur | read | inquiry | wait PATH | stpg "
+                   "ID:STATE[,ID:STATE...]\n");
 }
 
 int main(int argc, char **argv)
