@@ -564,6 +564,11 @@ static int on_ctl_message(struct repl_lun *r, struct repl_rx *rx)
         case TANDEM__REPL__MSG_TYPE__MSG_VERIFY_REPLY:
                 on_verify_reply(r, (const Tandem__Repl__VerifyReply *)rx->msg);
                 return 0;
+        case TANDEM__REPL__MSG_TYPE__MSG_FORWARD:
+                return repl_on_forward(r, (const Tandem__Repl__Forward *)rx->msg);
+        case TANDEM__REPL__MSG_TYPE__MSG_FORWARD_REPLY:
+                repl_on_forward_reply(r, (const Tandem__Repl__ForwardReply *)rx->msg);
+                return 0;
         case TANDEM__REPL__MSG_TYPE__MSG_DISCONNECT: {
                 const Tandem__Repl__Disconnect *m = (const Tandem__Repl__Disconnect *)rx->msg;
                 char why[300];

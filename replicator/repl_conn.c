@@ -162,7 +162,7 @@ static void hs_local(struct repl_lun *r, int channel, struct repl_hs_local *l)
                                     .secret = r->cfg.secret,
                                     .lun_naa = r->naa,
                                     .channel = channel,
-                                    .features = REPL_FEATURE_VERIFY_SHA256};
+                                    .features = REPL_FEATURE_VERIFY_SHA256 | REPL_FEATURE_FORWARD};
 }
 
 static void refuse_stray(struct repl_lun *r);
@@ -195,6 +195,9 @@ static int channel_open(struct repl_lun *r, int channel, int *out)
                 close(fd);
                 return -ECONNABORTED;
         }
+        pthread_mutex_lock(&r->lock);
+        r->peer_features = res.features;
+        pthread_mutex_unlock(&r->lock);
         *out = fd;
         return 0;
 }

@@ -123,6 +123,15 @@ struct repl_lun {
          */
         bool moving;
         struct tdm_mio *move_waiters;
+        /* Feature bits both sides offered on the current connection (r->lock). */
+        uint64_t peer_features;
+        /*
+         * Forwarded commands (repl_forward.c, r->lock): this node's waiting for the Primary's
+         * answers, and the peer's running here.
+         */
+        uint64_t fwd_next_id;
+        struct repl_fwd_wait *fwd_waits;
+        unsigned fwd_jobs;
         /* Identity and configuration (immutable after create). */
         char iqn[TDM_IQN_MAX];
         uint64_t lun_id;
@@ -237,6 +246,17 @@ int repl_send_scsi_state(struct repl_lun *r);
 /* Takes the peer's State message into r->peer (lock held). */
 struct Tandem__Repl__State;
 void repl_peer_from_state(struct repl_lun *r, const struct Tandem__Repl__State *m);
+
+/* repl_forward.c: commands a Secondary's initiators sent, run by the Primary. */
+int repl_forward(struct tdm_medium *m, const struct tdm_forward_cmd *cmd,
+                 struct tdm_forward_result *res);
+struct Tandem__Repl__Forward;
+struct Tandem__Repl__ForwardReply;
+/* Control channel: the peer's command (run on the pool) and its answer to ours. */
+int repl_on_forward(struct repl_lun *r, const struct Tandem__Repl__Forward *m);
+void repl_on_forward_reply(struct repl_lun *r, const struct Tandem__Repl__ForwardReply *m);
+/* Waits until no forwarded command of the peer runs here (the LUN is stopping). */
+void repl_forward_wait_idle(struct repl_lun *r);
 
 /* repl_stpg.c: SET TARGET PORT GROUPS (the medium's request_active). */
 void repl_request_active(struct tdm_medium *m, struct tdm_mio *io);

@@ -399,6 +399,7 @@ const struct tdm_medium_ops repl_medium_ops = {
     .prefetch = repl_prefetch,
     .refresh_access = repl_refresh_access,
     .request_active = repl_request_active,
+    .forward = repl_forward,
     .state_get = repl_state_get,
     .destroy = repl_destroy,
 };

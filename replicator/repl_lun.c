@@ -308,6 +308,7 @@ void repl_lun_stop(struct repl_lun *r)
         pthread_mutex_unlock(&r->lock);
         r->stopped = true; /* a change that still comes fails */
         repl_stpg_wait_idle(r);
+        repl_forward_wait_idle(r);
         if (!repl_writes_drained(r, r->cfg.timeout_ms + TDM_CLUSTER_IO_HOLD_MAX_MS))
                 log_warn("replication %s lun %llu: changes still in flight at stop", r->iqn,
                          (unsigned long long)r->lun_id);

@@ -56,6 +56,9 @@ static const struct msg_type_info msg_types[] = {
     [TANDEM__REPL__MSG_TYPE__MSG_DISCONNECT] = {"DISCONNECT",
                                                 &tandem__repl__disconnect__descriptor},
     [TANDEM__REPL__MSG_TYPE__MSG_LU_STATE] = {"LU_STATE", &tandem__repl__lu_state__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_FORWARD] = {"FORWARD", &tandem__repl__forward__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_FORWARD_REPLY] = {"FORWARD_REPLY",
+                                                   &tandem__repl__forward_reply__descriptor},
 };
 
 const ProtobufCMessageDescriptor *repl_msg_descriptor(uint8_t type)

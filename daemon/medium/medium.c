@@ -63,6 +63,12 @@ void tdm_medium_request_active(struct tdm_medium *m, struct tdm_mio *io)
                 tdm_mio_complete(io, 0); /* a medium of this node alone is always active */
 }
 
+int tdm_medium_forward(struct tdm_medium *m, const struct tdm_forward_cmd *cmd,
+                       struct tdm_forward_result *res)
+{
+        return m->ops->forward ? m->ops->forward(m, cmd, res) : -EOPNOTSUPP;
+}
+
 /* ---- waiting wrappers ---- */
 
 struct mio_wait {

@@ -83,7 +83,8 @@ void scsi_lun_put(struct scsi_lun *lun)
         scsi_journal_close(priv->journal);
         lun->medium->access_changed = NULL;
         lun->medium->state_changed = NULL;
-        tdm_medium_destroy(lun->medium);
+        lun->medium->forwarded = NULL;
+        tdm_medium_destroy(lun->medium); /* waits for a forwarded command still running */
         scsi_lun_state_fini(lun);
         free(priv->name);
         free(priv);

@@ -9,15 +9,20 @@
 #include "scsi_internal.h"
 #include "tandem/log.h"
 
-enum scsi_reason scsi_io_error(struct scsi_task *task, const char *what, int rc, bool write)
+enum scsi_reason scsi_io_reason(int rc, bool write)
 {
-        log_warn("LUN %llu: %s failed: %s (initiator %s)", (unsigned long long)task->lun->id, what,
-                 strerror(-rc), task->nexus ? task->nexus->initiator : "?");
         if (rc == -EAGAIN) /* the medium is changing hands (peer being fenced): retry */
                 return SR_NOT_READY_TRANSITION;
         if (write && rc == -ENOSPC)
                 return SR_SPACE_ALLOC_FAILED;
         return write ? SR_WRITE_ERROR : SR_READ_ERROR;
+}
+
+enum scsi_reason scsi_io_error(struct scsi_task *task, const char *what, int rc, bool write)
+{
+        log_warn("LUN %llu: %s failed: %s (initiator %s)", (unsigned long long)task->lun->id, what,
+                 strerror(-rc), task->nexus ? task->nexus->initiator : "?");
+        return scsi_io_reason(rc, write);
 }
 
 uint32_t scsi_write_flags(const struct scsi_task *task, bool fua)

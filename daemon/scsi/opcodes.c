@@ -42,15 +42,15 @@
         }
 
 /*
- * PR IN works on a standby port (it reads the replicated state); PR OUT changes a record that
- * only the active side may write. Neither runs while another nexus holds a RESERVE(6/10).
+ * PR IN works on a standby port (it reads the replicated state); PR OUT too (SPC-5 5.16.2.4.4),
+ * run by the serving node (forward.c). Neither runs while another nexus holds a RESERVE(6/10).
  */
 #define PRIN(sa, nm)                                                                               \
         ROW_SA(0x5e, sa, 10, F_IN | F_LUN | F_SBY | F_PRA, spc_pr_in, nm, 0x5e, sa, 0, 0, 0, 0, 0, \
                0xff, 0xff, 0)
 #define PROUT(sa, nm)                                                                              \
-        ROW_SA(0x5f, sa, 10, F_OUT | F_LUN | F_PRA, spc_pr_out, nm, 0x5f, sa, 0xff, 0, 0, 0xff,    \
-               0xff, 0xff, 0xff, 0)
+        ROW_SA(0x5f, sa, 10, F_OUT | F_LUN | F_SBY | F_PRA, spc_pr_out, nm, 0x5f, sa, 0xff, 0, 0,  \
+               0xff, 0xff, 0xff, 0xff, 0)
 
 const struct scsi_opcode_entry scsi_opcode_table[] = {
     ROW(0x00, 6, F_LUN | F_SBY | F_RES | F_PRA, spc_test_unit_ready, "TEST UNIT READY", 0x00, 0, 0,

@@ -57,10 +57,11 @@ static void make_current(struct scsi_lun *lun, struct pr_state **st, const struc
                          (unsigned long long)lun->id);
 }
 
-static void abort_preempted(struct scsi_task *task, const struct pr_effects *fx)
+/* task: the command's own task (its transport aborts what it preempts), NULL when forwarded. */
+static void abort_preempted(const struct scsi_task *task, const struct pr_effects *fx)
 {
         scsi_pr_abort_fn fn = atomic_load(&abort_hook);
-        if (!fn || fx->naborts == 0)
+        if (!fn || !task || fx->naborts == 0)
                 return;
         const char *names[PR_MAX_REGS];
         for (unsigned i = 0; i < fx->naborts; i++)
@@ -68,16 +69,15 @@ static void abort_preempted(struct scsi_task *task, const struct pr_effects *fx)
         fn(task->target, task->lun->id, names, fx->naborts, task);
 }
 
-static enum scsi_reason pr_out_blocking(struct scsi_task *task)
+enum scsi_reason scsi_pr_out_run(struct scsi_lun *lun, const char *me, const uint8_t *cdb,
+                                 const uint8_t *param, uint32_t len, struct scsi_field_ptr *field,
+                                 const struct scsi_task *task)
 {
-        struct scsi_lun *lun = task->lun;
         struct scsi_lun_private *priv = scsi_lun_private(lun);
         struct pr_out_params p;
-        enum scsi_reason r =
-            pr_out_parse(task->cdb, task->data_out, task->data_out_len, &p, &task->field);
+        enum scsi_reason r = pr_out_parse(cdb, param, len, &p, field);
         if (r != SCSI_OK)
                 return r;
-        const char *me = task->nexus ? task->nexus->port_name : "";
         bool rtpi_ok = p.sa != PR_OUT_REGISTER_MOVE || rtpi_known(lun, p.rtpi);
         struct pr_state *st = malloc(sizeof(*st));
         struct pr_effects *fx = malloc(sizeof(*fx));
@@ -90,14 +90,16 @@ static enum scsi_reason pr_out_blocking(struct scsi_task *task)
         pthread_mutex_lock(&priv->state_lock);
         memcpy(st, priv->pr, sizeof(*st));
         pthread_mutex_unlock(&priv->state_lock);
-        r = pr_out_apply(st, me, &p, rtpi_ok, fx, &task->field);
+        r = pr_out_apply(st, me, &p, rtpi_ok, fx, field);
         if (r == SCSI_OK && fx->changed) {
                 int rc = store_state(lun, st);
-                if (rc < 0)
-                        r = scsi_io_error(task, "storing the persistent reservation state", rc,
-                                          true);
-                else
+                if (rc < 0) {
+                        log_warn("LUN %llu: storing the persistent reservation state for %s: %s",
+                                 (unsigned long long)lun->id, me, strerror(-rc));
+                        r = scsi_io_reason(rc, true);
+                } else {
                         make_current(lun, &st, fx);
+                }
         }
         pthread_mutex_unlock(&priv->state_op_lock);
         if (r == SCSI_OK)
@@ -105,6 +107,17 @@ static enum scsi_reason pr_out_blocking(struct scsi_task *task)
         free(st);
         free(fx);
         return r;
+}
+
+/* A node whose group does not serve has the serving node run it (per_node ALUA ports:
+ * an initiator registers on every path, the standby ones too). */
+static enum scsi_reason pr_out_blocking(struct scsi_task *task)
+{
+        if (!scsi_lun_active(task->lun))
+                return scsi_forward(task);
+        const char *me = task->nexus ? task->nexus->port_name : "";
+        return scsi_pr_out_run(task->lun, me, task->cdb, task->data_out, task->data_out_len,
+                               &task->field, task);
 }
 
 enum scsi_reason spc_pr_out(struct scsi_task *task)

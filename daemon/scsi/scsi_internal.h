@@ -151,6 +151,12 @@ uint8_t *scsi_data_in_alloc_aligned(struct scsi_task *task, uint32_t len);
 void scsi_data_in_limit(struct scsi_task *task, uint32_t alloc_len);
 
 /* sense.c */
+/* A reason as the status and sense codes another node understands (a forwarded command's
+ * answer), and back: the reason with those codes (field pointer included). */
+void scsi_reason_to_result(enum scsi_reason reason, const struct scsi_field_ptr *field,
+                           struct tdm_forward_result *res);
+enum scsi_reason scsi_reason_from_result(const struct tdm_forward_result *res,
+                                         struct scsi_field_ptr *field);
 uint8_t scsi_sense_format(uint8_t *buf, size_t cap, enum scsi_reason reason,
                           const struct scsi_field_ptr *field, uint64_t info, bool info_valid,
                           bool descriptor);
@@ -227,6 +233,8 @@ enum scsi_reason scsi_task_block(struct scsi_task *task,
 void scsi_task_complete(struct scsi_task *task, enum scsi_reason r);
 /* A failed medium request as a reason (logged once, naming the initiator). */
 enum scsi_reason scsi_io_error(struct scsi_task *task, const char *what, int rc, bool write);
+/* The reason for a medium error rc (-errno), without logging. */
+enum scsi_reason scsi_io_reason(int rc, bool write);
 /* Blocking-handler helpers: the whole range is locked for the call (exclusive). */
 int scsi_sync_write(struct scsi_task *task, const void *buf, uint64_t len, uint64_t off,
                     uint32_t flags);
@@ -299,6 +307,19 @@ int scsi_lun_state_store_locked(struct scsi_lun *lun, unsigned mask);
 void scsi_lun_state_store_later(struct scsi_lun *lun, unsigned mask);
 /* The admission check of persistent and SPC-2 reservations (task.c). */
 enum scsi_reason scsi_reservation_check(struct scsi_task *task, const struct scsi_opcode_entry *e);
+
+/* pr_out.c: PERSISTENT RESERVE OUT for initiator port `me` (task: the command's own, so its
+ * transport aborts what PREEMPT AND ABORT preempts; NULL for a forwarded one). May block. */
+enum scsi_reason scsi_pr_out_run(struct scsi_lun *lun, const char *me, const uint8_t *cdb,
+                                 const uint8_t *param, uint32_t len, struct scsi_field_ptr *field,
+                                 const struct scsi_task *task);
+
+/* forward.c: state-changing commands on a node whose group does not serve. */
+/* Has the serving node run the task's command (on the pool); NOT READY (standby) when none can. */
+enum scsi_reason scsi_forward(struct scsi_task *task);
+/* The medium's forwarded callback (set by scsi_lun_alua_init): runs another node's command. */
+void scsi_lun_forwarded(void *arg, const struct tdm_forward_cmd *cmd,
+                        struct tdm_forward_result *res);
 
 /* reserve.c: RESERVE/RELEASE (SPC-2 logical unit reservations). */
 void scsi_reservation_release_all(struct scsi_lun *lun);

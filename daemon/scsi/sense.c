@@ -93,6 +93,41 @@ static bool reason_has_field_pointer(enum scsi_reason reason)
         return reason == SR_INVALID_FIELD_CDB || reason == SR_INVALID_FIELD_PARAM;
 }
 
+void scsi_reason_to_result(enum scsi_reason reason, const struct scsi_field_ptr *field,
+                           struct tdm_forward_result *res)
+{
+        const struct reason_info *ri = reason_lookup(reason);
+        *res = (struct tdm_forward_result){.status = ri->status,
+                                           .key = ri->key,
+                                           .asc = ri->asc,
+                                           .ascq = ri->ascq,
+                                           .field_bit = -1};
+        if (reason_has_field_pointer(reason) && field) {
+                res->field_valid = true;
+                res->field_byte = field->byte;
+                res->field_bit = field->bit_valid ? (int8_t)field->bit : -1;
+        }
+}
+
+enum scsi_reason scsi_reason_from_result(const struct tdm_forward_result *res,
+                                         struct scsi_field_ptr *field)
+{
+        for (unsigned r = 0; r < SR_COUNT; r++) {
+                const struct reason_info *ri = &reasons[r];
+                if (!ri->name || ri->status != res->status ||
+                    (ri->status == SCSI_STATUS_CHECK_CONDITION &&
+                     (ri->key != res->key || ri->asc != res->asc || ri->ascq != res->ascq)))
+                        continue;
+                if (reason_has_field_pointer((enum scsi_reason)r) && res->field_valid) {
+                        field->byte = res->field_byte;
+                        field->bit_valid = res->field_bit >= 0 && res->field_bit <= 7;
+                        field->bit = field->bit_valid ? (uint8_t)res->field_bit : 0;
+                }
+                return (enum scsi_reason)r;
+        }
+        return SR_INTERNAL_ERROR; /* an answer this node has no name for */
+}
+
 /* Sense-key specific bytes: SKSV, C/D (CDB or parameter list), BPV + bit, field pointer. */
 static void sense_key_specific(uint8_t *sks, enum scsi_reason reason,
                                const struct scsi_field_ptr *field)

@@ -98,6 +98,26 @@ struct tdm_access {
         bool explicit_alua;
 };
 
+/*
+ * A state-changing command an initiator sent to a node whose group does not serve (ALUA
+ * standby): the serving node runs it as that initiator's and its answer is the command's.
+ */
+#define TDM_FORWARD_PORT_NAME_MAX 256
+#define TDM_FORWARD_PARAM_MAX     (8u * 1024)
+struct tdm_forward_cmd {
+        char port_name[TDM_FORWARD_PORT_NAME_MAX]; /* the initiator port (name and ISID) */
+        uint8_t cdb[16];
+        uint8_t cdb_len;
+        const uint8_t *param; /* the data-out */
+        uint32_t param_len;   /* at most TDM_FORWARD_PARAM_MAX */
+};
+struct tdm_forward_result {
+        uint8_t status, key, asc, ascq; /* SCSI status; sense with CHECK CONDITION */
+        bool field_valid;               /* INVALID FIELD IN CDB / PARAMETER LIST pointer */
+        uint16_t field_byte;
+        int8_t field_bit; /* -1: none */
+};
+
 struct tdm_medium_ops {
         /* Starts io; io->done runs once, with io->result set. */
         void (*submit)(struct tdm_medium *m, struct tdm_mio *io);
@@ -113,6 +133,13 @@ struct tdm_medium_ops {
          * fields are used.
          */
         void (*request_active)(struct tdm_medium *m, struct tdm_mio *io);
+        /*
+         * Runs cmd on the node whose group serves and waits for its answer (may be NULL):
+         * 0 with *res its answer, or -errno when no serving node could run it. Blocks: only
+         * threads that may wait call it.
+         */
+        int (*forward)(struct tdm_medium *m, const struct tdm_forward_cmd *cmd,
+                       struct tdm_forward_result *res);
         /* Publishes the access state now (may be NULL): the replicator asks its peer view. */
         void (*refresh_access)(struct tdm_medium *m);
         /*
@@ -156,6 +183,10 @@ struct tdm_medium {
         /* Told when a state record changed other than through this node's own request (the
          * peer's copy arrived): same arg as access_changed. Any thread. */
         void (*state_changed)(void *arg, unsigned id);
+        /* Runs a command another node forwarded (ops->forward there) and fills *res; on a
+         * thread that may block. Set once by the layer above; same arg as access_changed. */
+        void (*forwarded)(void *arg, const struct tdm_forward_cmd *cmd,
+                          struct tdm_forward_result *res);
 };
 
 /* For implementations: set up the common part. */
@@ -171,6 +202,9 @@ void tdm_medium_submit(struct tdm_medium *m, struct tdm_mio *io);
  * Never on a net loop thread.
  */
 int tdm_medium_run(struct tdm_medium *m, struct tdm_mio *io);
+/* ops->forward, or -EOPNOTSUPP for a medium of this node alone. */
+int tdm_medium_forward(struct tdm_medium *m, const struct tdm_forward_cmd *cmd,
+                       struct tdm_forward_result *res);
 /* Asks for this node's group to become active (ops->request_active); done on the caller's loop. */
 void tdm_medium_request_active(struct tdm_medium *m, struct tdm_mio *io);
 /* Shorthands for tdm_medium_run. */

@@ -190,11 +190,39 @@ START_TEST(request_sense_reports_attention_then_no_sense)
 }
 END_TEST
 
+/* A forwarded command's answer crosses nodes as status and codes: every reason comes back
+ * as itself (the codes are unique), with its field pointer. */
+START_TEST(forwarded_answers_round_trip)
+{
+        for (unsigned r = 0; r < SR_COUNT; r++) {
+                struct scsi_field_ptr field = {.byte = 17, .bit = 3, .bit_valid = true}, back = {0};
+                struct tdm_forward_result res;
+                scsi_reason_to_result((enum scsi_reason)r, &field, &res);
+                ck_assert_msg(scsi_reason_from_result(&res, &back) == (enum scsi_reason)r,
+                              "reason %u (%s) comes back as another", r,
+                              scsi_reason_name((enum scsi_reason)r));
+                if (r == SR_INVALID_FIELD_CDB || r == SR_INVALID_FIELD_PARAM) {
+                        ck_assert(res.field_valid);
+                        ck_assert_uint_eq(back.byte, 17);
+                        ck_assert(back.bit_valid);
+                        ck_assert_uint_eq(back.bit, 3);
+                } else {
+                        ck_assert(!res.field_valid);
+                }
+        }
+        /* Codes this node has no reason for: an internal error, not GOOD. */
+        struct tdm_forward_result odd = {.status = 0x02, .key = 0x9, .asc = 0x99, .field_bit = -1};
+        struct scsi_field_ptr f = {0};
+        ck_assert_int_eq(scsi_reason_from_result(&odd, &f), SR_INTERNAL_ERROR);
+}
+END_TEST
+
 int main(void)
 {
         Suite *s = suite_create("scsi_sense");
         TCase *tc = tcase_create("bytes");
         tcase_add_test(tc, lba_out_of_range_fixed);
+        tcase_add_test(tc, forwarded_answers_round_trip);
         tcase_add_test(tc, invalid_field_in_cdb_pointer);
         tcase_add_test(tc, invalid_field_in_parameter_list_pointer);
         tcase_add_test(tc, field_pointer_only_for_invalid_field);
