@@ -17,6 +17,7 @@
 #include "tandem/net.h"
 #include "tandem/registry.h"
 #include "tandem/repl.h"
+#include "tandem/sd_notify.h"
 
 struct daemon_opts {
         bool foreground;
@@ -199,8 +200,40 @@ static int32_t on_stop_signal(int32_t sig, void *data)
 {
         (void)data;
         log_notice("signal %d: shutting down", sig);
+        tdm_sd_notifyf("STOPPING=1\nSTATUS=shutting down (signal %d)", sig);
         qb_loop_stop(main_loop);
         return 0;
+}
+
+/*
+ * systemd's watchdog (WatchdogSec= in the unit): WATCHDOG=1 from a timer on the main loop at
+ * half the timeout, so a main loop that stops turning (admin IPC, Corosync callbacks, signals)
+ * gets tandemd restarted. The data-plane workers run their own loops and are not covered.
+ */
+static qb_loop_timer_handle watchdog_timer;
+static uint64_t watchdog_period_ns;
+
+static void on_watchdog(void *data)
+{
+        (void)data;
+        tdm_sd_notify("WATCHDOG=1");
+        qb_loop_timer_add(main_loop, QB_LOOP_HIGH, watchdog_period_ns, NULL, on_watchdog,
+                          &watchdog_timer);
+}
+
+static void watchdog_start(void)
+{
+        uint64_t usec;
+        int rc = tdm_sd_watchdog_enabled(&usec);
+        if (rc < 0)
+                log_warn("WATCHDOG_USEC/WATCHDOG_PID malformed: no watchdog notifications");
+        if (rc <= 0)
+                return;
+        watchdog_period_ns = usec * 1000 / 2;
+        log_info("service manager watchdog: %llu ms, notifying every %llu ms",
+                 (unsigned long long)(usec / 1000),
+                 (unsigned long long)(watchdog_period_ns / 1000000));
+        on_watchdog(NULL);
 }
 
 static int start_listeners(const struct tdm_config *cfg)
@@ -284,6 +317,11 @@ int main(int argc, char **argv)
         qb_loop_signal_add(main_loop, QB_LOOP_HIGH, SIGINT, NULL, on_stop_signal, NULL);
         qb_loop_signal_add(main_loop, QB_LOOP_HIGH, SIGTERM, NULL, on_stop_signal, NULL);
         log_notice("tandemd instance %s ready (config %s)", cfg.instance, path);
+        /* Listening, the registry loaded, the admin IPC up: the service manager may go on. */
+        tdm_sd_notifyf("READY=1\nSTATUS=serving %zu target%s on %zu portal%s, instance %s",
+                       cfg.n_targets, cfg.n_targets == 1 ? "" : "s", cfg.n_listen,
+                       cfg.n_listen == 1 ? "" : "s", cfg.instance);
+        watchdog_start();
         qb_loop_run(main_loop);
         status = 0;
         admin_ipc_stop();

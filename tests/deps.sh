@@ -6,7 +6,7 @@ TANDEM_TEST_DEPS=(libiscsi-bin qemu-utils qemu-block-extra iproute2 procps valgr
 	nftables iputils-ping corosync resource-agents libxml2-utils pacemaker pacemaker-cli-utils
 	crmsh pcs iptables drbd-utils fence-agents ruby fuse3
 	linux-image-amd64 busybox-static qemu-system-x86 socat cpio xz-utils binutils e2fsprogs python3
-	man-db)
+	man-db systemd)
 
 # Installs whatever of the named packages is missing (apt-get update first, once).
 tandem_install_missing() {
