@@ -145,6 +145,12 @@ int tdm_config_set_lun_size(struct tdm_config *cfg, const char *iqn, uint64_t lu
                                 l->block_size, size);
         if (l->readonly && size)
                 return cfg_fail(err, errlen, -EINVAL, "size", CFG_READONLY_SIZE_MSG);
+        /* Every other rule a LUN's size must meet (at most INT64_MAX: the file holds a signed
+         * 64-bit integer), as for an added LUN: else a restart would refuse the saved file. */
+        struct tdm_lun_cfg resized = *l;
+        resized.size = size;
+        if ((rc = cfg_validate_lun(&resized, "", err, errlen)))
+                return rc;
         l->size = size;
         return 0;
 }

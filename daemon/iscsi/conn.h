@@ -42,6 +42,7 @@ struct iscsi_task {
         uint32_t itt;
         uint32_t cmdsn;
         uint32_t edtl;       /* expected data transfer length */
+        uint32_t cdb_out;    /* bytes the CDB asks the initiator to send (0: no data-out CDB) */
         uint32_t exec_bytes; /* counted in conn->exec_data_bytes while in the medium */
         bool immediate;
         enum iscsi_task_state state;
@@ -54,7 +55,7 @@ struct iscsi_task {
         uint32_t r2t_offset; /* next offset to solicit */
         uint32_t r2t_sn;
         uint32_t r2t_outstanding;
-        uint32_t ttt_base;        /* TTT of the latest R2T */
+        uint32_t ttt_base;        /* TTT of this task's R2Ts (one per task) */
         uint32_t exp_datasn;      /* DataSN due next in the current Data-Out sequence */
         uint32_t unsolicited_end; /* end of the unsolicited window (immediate + first burst) */
         bool aborted;

@@ -79,6 +79,99 @@ static const struct ffp_op ffp_ops[64] = {
     [ISCSI_OP_SNACK] = {ffp_snack, CMDSN_NONE, false, false},
 };
 
+/*
+ * ---- header rules, as data ----
+ * RFC 7143 section 11: reserved fields are ignored, but "receipt of reserved code values in
+ * defined fields MUST be reported as a protocol error"; fields that contradict each other are
+ * an invalid PDU field. A PDU that breaks a rule gets a Reject and nothing else: in-window
+ * commands have consumed their CmdSN (checked first, as for every command), and the
+ * connection goes on.
+ */
+#define CMD_R    0x40
+#define CMD_W    0x20
+#define CMD_ATTR 0x07
+
+static uint32_t bhs_word(const uint8_t *bhs, unsigned off)
+{
+        return get_be32(bhs + off);
+}
+
+/* 0xffffffff is the reserved tag (RFC 7143 11.2.1.8): no command, text or logout uses it. */
+static bool itt_reserved(const uint8_t *bhs)
+{
+        return iscsi_bhs_itt(bhs) == ISCSI_RSVD_TAG;
+}
+
+/* 11.3.1.1: R and W MUST NOT both be 0 when the Expected Data Transfer Length is not 0. */
+static bool cmd_no_direction(const uint8_t *bhs)
+{
+        return !(bhs[1] & (CMD_R | CMD_W)) && bhs_word(bhs, 20) != 0;
+}
+
+/* 11.3.1.2: task attributes 5-7 are reserved. */
+static bool cmd_attr_reserved(const uint8_t *bhs)
+{
+        return (bhs[1] & CMD_ATTR) > 4;
+}
+
+/* 11.5.1: functions 1-8 (and 9-12 of RFC 7144, answered "not supported"); 0, 13-127 reserved. */
+static bool tmf_function_reserved(const uint8_t *bhs)
+{
+        uint8_t f = bhs[1] & 0x7f;
+        return f == 0 || f > 12;
+}
+
+/* 11.14.1: reason codes 0-2; 3-127 are reserved. */
+static bool logout_reason_reserved(const uint8_t *bhs)
+{
+        return (bhs[1] & 0x7f) > 2;
+}
+
+/* 11.18: a NOP-Out with ITT 0xffffffff (no answer wanted) MUST be immediate. */
+static bool nop_unanswered_not_immediate(const uint8_t *bhs)
+{
+        return itt_reserved(bhs) && !iscsi_bhs_immediate(bhs);
+}
+
+/* 11.18.2: a NOP-Out that answers a ping (TTT set) MUST carry ITT 0xffffffff. */
+static bool nop_answer_with_itt(const uint8_t *bhs)
+{
+        return !itt_reserved(bhs) && bhs_word(bhs, 20) != ISCSI_RSVD_TAG;
+}
+
+struct pdu_rule {
+        uint8_t opcode;
+        bool (*broken)(const uint8_t *bhs);
+        uint8_t reason;
+        const char *what;
+};
+
+static const struct pdu_rule pdu_rules[] = {
+    {ISCSI_OP_SCSI_CMD, itt_reserved, ISCSI_REJECT_INVALID_PDU_FIELD, "ITT 0xffffffff"},
+    {ISCSI_OP_SCSI_CMD, cmd_no_direction, ISCSI_REJECT_INVALID_PDU_FIELD,
+     "Expected Data Transfer Length without R or W"},
+    {ISCSI_OP_SCSI_CMD, cmd_attr_reserved, ISCSI_REJECT_PROTOCOL_ERROR, "reserved task attribute"},
+    {ISCSI_OP_TMF_REQ, itt_reserved, ISCSI_REJECT_INVALID_PDU_FIELD, "ITT 0xffffffff"},
+    {ISCSI_OP_TMF_REQ, tmf_function_reserved, ISCSI_REJECT_PROTOCOL_ERROR, "reserved function"},
+    {ISCSI_OP_TEXT_REQ, itt_reserved, ISCSI_REJECT_INVALID_PDU_FIELD, "ITT 0xffffffff"},
+    {ISCSI_OP_LOGOUT_REQ, itt_reserved, ISCSI_REJECT_INVALID_PDU_FIELD, "ITT 0xffffffff"},
+    {ISCSI_OP_LOGOUT_REQ, logout_reason_reserved, ISCSI_REJECT_PROTOCOL_ERROR,
+     "reserved reason code"},
+    {ISCSI_OP_NOP_OUT, nop_unanswered_not_immediate, ISCSI_REJECT_INVALID_PDU_FIELD,
+     "ITT 0xffffffff without the I bit"},
+    {ISCSI_OP_NOP_OUT, nop_answer_with_itt, ISCSI_REJECT_INVALID_PDU_FIELD, "both ITT and TTT set"},
+};
+
+/* The first rule the PDU breaks, or NULL. */
+static const struct pdu_rule *pdu_rule_broken(const uint8_t *bhs)
+{
+        uint8_t op = iscsi_bhs_opcode(bhs);
+        for (size_t i = 0; i < sizeof(pdu_rules) / sizeof(pdu_rules[0]); i++)
+                if (pdu_rules[i].opcode == op && pdu_rules[i].broken(bhs))
+                        return &pdu_rules[i];
+        return NULL;
+}
+
 static int ffp_dispatch(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data, uint32_t len)
 {
         uint8_t op = iscsi_bhs_opcode(bhs);
@@ -101,6 +194,13 @@ static int ffp_dispatch(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t 
         if (e->cmdsn != CMDSN_NONE && !iscsi_session_check_cmdsn(c->sess, bhs) &&
             e->cmdsn == CMDSN_WINDOW)
                 return 0;
+        const struct pdu_rule *rule = pdu_rule_broken(bhs);
+        if (rule) {
+                log_warn("%s: opcode 0x%02x with %s: rejected (reason 0x%02x)", c->peer, op,
+                         rule->what, rule->reason);
+                iscsi_send_reject(c, bhs, rule->reason);
+                return 0;
+        }
         return e->handler(c, bhs, data, len);
 }
 

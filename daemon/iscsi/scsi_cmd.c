@@ -88,17 +88,29 @@ void iscsi_conn_drop_tasks(struct iscsi_conn *c)
         }
 }
 
-/* Bytes actually transferred by the command, for residual computation. */
-static uint32_t task_transferred(const struct iscsi_task *t)
+/*
+ * Residuals (RFC 7143 11.4.5.2) compare what the command transfers with the initiator's
+ * Expected Data Transfer Length for that direction. A CDB that sends data (WRITE, WRITE
+ * SAME, UNMAP, MODE SELECT, PR OUT, ...) transfers what its CDB asks to send
+ * (scsi_cdb_data_out_len); without the W bit the initiator offered none of it, so all of it
+ * is overflow. Any other command transfers its data-in.
+ */
+static void task_residual_basis(const struct iscsi_task *t, uint32_t *edtl, uint32_t *done)
 {
-        if (t->scsi.dir & SCSI_DIR_WRITE)
-                return t->scsi.xfer_len;
-        return t->scsi.data_in_len;
+        if (t->cdb_out) {
+                *done = t->cdb_out;
+                *edtl = (t->scsi.dir & SCSI_DIR_WRITE) ? t->edtl : 0;
+                return;
+        }
+        *done = t->scsi.data_in_len;
+        *edtl = t->edtl;
 }
 
 /* Residual flags (O 0x04, U 0x02 in Data-In and SCSI Response alike) and count. */
-static void set_residual(uint8_t *flags, be32 *field, uint32_t edtl, uint32_t done)
+static void set_residual(uint8_t *flags, be32 *field, const struct iscsi_task *t)
 {
+        uint32_t edtl, done;
+        task_residual_basis(t, &edtl, &done);
         if (done > edtl) {
                 *flags |= ISCSI_FLAG_OVERFLOW;
                 *field = be32_of(done - edtl);
@@ -142,7 +154,7 @@ static uint32_t send_data_in(struct iscsi_conn *c, struct iscsi_task *t, uint32_
                 if (last && with_status) {
                         h->flags |= ISCSI_FLAG_STATUS;
                         h->status = t->scsi.status;
-                        set_residual(&h->flags, &h->residual, t->edtl, task_transferred(t));
+                        set_residual(&h->flags, &h->residual, t);
                         iscsi_fill_sn(c, &h->sn, true);
                         tx->task_done = t;
                 } else {
@@ -172,7 +184,7 @@ static void send_scsi_response(struct iscsi_conn *c, struct iscsi_task *t, uint3
         h->itt = be32_of(t->itt);
         iscsi_fill_sn(c, &h->sn, true);
         h->exp_data_sn = be32_of(exp_datasn);
-        set_residual(&h->flags, &h->residual, t->edtl, task_transferred(t));
+        set_residual(&h->flags, &h->residual, t);
         if (t->scsi.sense_len) {
                 /* Sense data lives in the task, which outlives this PDU (task_done). */
                 uint8_t *seg = malloc(2u + t->scsi.sense_len);
@@ -262,9 +274,12 @@ static void send_r2t(struct iscsi_conn *c, struct iscsi_task *t, uint32_t off, u
         h->flags = ISCSI_FLAG_FINAL;
         iscsi_lun_encode(h->lun, t->scsi.lun_id);
         h->itt = be32_of(t->itt);
-        t->ttt_base = c->next_ttt++;
-        if (c->next_ttt == ISCSI_RSVD_TAG)
-                c->next_ttt = 1;
+        if (t->r2t_sn == 0) {
+                /* One TTT for every R2T of a task: Data-Out must copy it (RFC 7143 11.7.4). */
+                t->ttt_base = c->next_ttt++;
+                if (c->next_ttt == ISCSI_RSVD_TAG)
+                        c->next_ttt = 1;
+        }
         h->ttt = be32_of(t->ttt_base);
         iscsi_fill_sn(c, &h->sn, false);
         h->r2t_sn = be32_of(t->r2t_sn++);
@@ -344,7 +359,8 @@ int iscsi_scsi_cmd(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data
         t->immediate = iscsi_bhs_immediate(bhs);
         t->scsi.dir = (uint8_t)(((h->flags & ISCSI_CMD_R) ? SCSI_DIR_READ : 0) |
                                 ((h->flags & ISCSI_CMD_W) ? SCSI_DIR_WRITE : 0));
-        t->scsi.expected_len = t->edtl;
+        /* The data-out the initiator offers: none without the W bit, whatever the EDTL. */
+        t->scsi.expected_len = (t->scsi.dir & SCSI_DIR_WRITE) ? t->edtl : 0;
         t->scsi.nexus = &s->nexus;
         t->scsi.target = s->target;
         if (cmd_decode_cdb(c, t, bhs) < 0) {
@@ -359,6 +375,17 @@ int iscsi_scsi_cmd(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data
         } else {
                 t->scsi.lun_id = UINT64_MAX;
         }
+        /*
+         * What the CDB asks the initiator to send. A data-out CDB offered less (an EDTL below
+         * it, 0, or no W bit) runs on whole blocks of what came, at most none, and is
+         * answered with residual overflow (RFC 7143 11.4.5.2, FCP-4 9.4.2 a): a WRITE of 8
+         * blocks with EDTL 0 writes nothing and says the 8 blocks were not transferred.
+         * (FCP-4's other choice, CHECK CONDITION and INVALID FIELD IN COMMAND INFORMATION
+         * UNIT, is LIO's; libiscsi's iSCSIResiduals tests want a) for WRITE AND VERIFY.)
+         * Commands that need all their data (COMPARE AND WRITE, WRITE SAME, UNMAP, MODE
+         * SELECT, PR OUT, EXTENDED COPY) refuse a short one with CHECK CONDITION.
+         */
+        t->cdb_out = scsi_cdb_data_out_len(t->scsi.cdb, t->scsi.lun);
 
         if (len && !(t->scsi.dir & SCSI_DIR_WRITE)) {
                 log_warn("%s: immediate data on a command without W bit: rejected", c->peer);
@@ -393,8 +420,7 @@ int iscsi_scsi_cmd(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data
                 task_fail(c, t, SR_INVALID_FIELD_CDB);
                 return 0;
         }
-        uint32_t need = scsi_cdb_data_out_len(t->scsi.cdb, t->scsi.lun);
-        t->want = need < t->edtl ? need : t->edtl;
+        t->want = t->cdb_out < t->edtl ? t->cdb_out : t->edtl;
 
         uint32_t bufsz = task_buf_len(t);
         if (len >= t->want && t->unsolicited_end <= len) {
@@ -460,6 +486,16 @@ struct iscsi_task *iscsi_data_out_task(struct iscsi_conn *c, const uint8_t *bhs,
                     "%s: Data-Out offset %u length %u out of sequence (have %u of %u): rejected",
                     c->peer, off, len, t->received, bufsz);
                 iscsi_send_reject(c, bhs, ISCSI_REJECT_PROTOCOL_ERROR);
+                return NULL;
+        }
+        if (ttt != ISCSI_RSVD_TAG &&
+            (t->r2t_sn == 0 || ttt != t->ttt_base || off + len > t->r2t_offset ||
+             off < (t->unsolicited_end < t->want ? t->unsolicited_end : t->want))) {
+                /* Solicited data carries the TTT of our R2T, for a range an R2T asked for. */
+                log_warn("%s: Data-Out with TTT 0x%x for bytes %u+%u not solicited (ITT 0x%x): "
+                         "rejected",
+                         c->peer, ttt, off, len, itt);
+                iscsi_send_reject(c, bhs, ISCSI_REJECT_INVALID_PDU_FIELD);
                 return NULL;
         }
         if (ttt == ISCSI_RSVD_TAG && off + len > t->unsolicited_end) {

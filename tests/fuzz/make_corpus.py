@@ -597,6 +597,91 @@ def xcopy_seeds():
     }
 
 
+# ---- fuzz_admin: tandem.admin.AdminRequest, encoded here from proto/admin.proto ----
+
+def pb_varint(v):
+    out = b""
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
+def pb_field(num, value):
+    """A field: int -> varint, bytes -> length-delimited."""
+    if isinstance(value, int):
+        return pb_varint(num << 3) + pb_varint(value)
+    return pb_varint(num << 3 | 2) + pb_varint(len(value)) + value
+
+
+def admin_request(op_num, *fields):
+    body = b"".join(pb_field(n, v) for n, v in fields)
+    return pb_field(1, 1) + pb_field(op_num, body)
+
+
+def admin_seeds():
+    t1 = b"iqn.2024-01.org.example:t1"
+    t2 = b"iqn.2024-01.org.example:t2"
+    ini = b"iqn.1993-08.org.debian:01:client1"
+    return {
+        "status": admin_request(17),
+        "stats": admin_request(18),
+        "target-add": admin_request(10, (1, t2)),
+        "target-del": admin_request(11, (1, t1)),
+        "lun-add": admin_request(12, (1, t1), (2, 1), (3, b"x.img"), (4, 1 << 20), (5, 1)),
+        "lun-add-4k": admin_request(12, (1, t1), (2, 2), (3, b"y.img"), (4, 2 << 20), (5, 1),
+                                    (7, 4096), (8, 2)),
+        "lun-del": admin_request(13, (1, t1), (2, 0)),
+        "lun-resize": admin_request(19, (1, t1), (2, 0), (3, 2 << 20)),
+        "acl-add": admin_request(14, (1, t1), (2, ini)),
+        "acl-del": admin_request(15, (1, t1), (2, b"ALL")),
+        "chap-set": admin_request(16, (1, t1), (3, b"user"), (4, b"a-long-secret-12+")),
+        "chap-discovery": admin_request(16, (2, 1), (3, b"disc"), (4, b"another-secret-34")),
+        "repl-status": admin_request(30),
+        "repl-promote": admin_request(31, (1, t1), (2, 0), (3, 1)),
+        "newer-version": pb_field(1, 7) + pb_field(17, b""),
+        "not-a-request": b"\xff\xff\xff",
+    }
+
+
+# ---- fuzz_config_edit: a base byte, then edits (see the top of fuzz_config_edit.c) ----
+
+def ce_str(b):
+    return bytes([len(b)]) + b
+
+
+def ce_pool(i):
+    return bytes([0xF0 + i])
+
+
+def ce_u64(v):
+    return struct.pack("<Q", v)
+
+
+def config_edit_seeds():
+    lun = (ce_u64(1) + ce_str(b"/srv/c.img") + ce_u64(1 << 30) + b"\x01" + b"\x00" +
+           ce_u64(512) + ce_u64(4096) + b"\x01" + b"\x00")
+    chap = b"\x01" + ce_str(b"user") + ce_str(b"a-long-secret-12+") + b"\x00" + ce_str(b"") + \
+        ce_str(b"")
+    return {
+        "add-target": b"\x00" + b"\x00" + ce_str(b"iqn.2024-01.org.example:new"),
+        "add-lun": b"\x01" + b"\x02" + ce_pool(0) + lun,
+        "resize": b"\x01" + b"\x04" + ce_pool(0) + ce_u64(0) + ce_u64(2 << 30),
+        "acl": b"\x01" + b"\x05" + ce_pool(1) + ce_str(b"iqn.1993-08.org.debian:01:c") +
+               b"\x06" + ce_pool(0) + ce_pool(2),
+        "chap": b"\x01" + b"\x07" + b"\x00" + ce_pool(0) + chap + b"\x07" + b"\x01" +
+                ce_pool(0) + chap,
+        "del-everything": b"\x02" + b"\x03" + ce_pool(0) + ce_u64(0) + b"\x01" + ce_pool(0),
+        "refused": b"\x01" + b"\x00" + ce_pool(0) + b"\x03" + ce_pool(3) + ce_u64(9),
+        # Found by this target: a resize above INT64_MAX was accepted (the file then refused).
+        "resize-above-int64": b"\x01" + b"\x04" + ce_pool(0) + ce_u64(0) +
+                              ce_u64(0xF800000000000000),
+    }
+
+
 def write(target, seeds):
     d = os.path.join(HERE, "corpus", target)
     os.makedirs(d, exist_ok=True)
@@ -617,6 +702,8 @@ def main():
     write("fuzz_config", config_seeds())
     write("fuzz_xcopy", xcopy_seeds())
     write("fuzz_prout", prout_seeds())
+    write("fuzz_config_edit", config_edit_seeds())
+    write("fuzz_admin", admin_seeds())
     total = 0
     for root, _, files in os.walk(os.path.join(HERE, "corpus")):
         total += sum(os.path.getsize(os.path.join(root, f)) for f in files)

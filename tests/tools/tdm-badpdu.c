@@ -639,9 +639,15 @@ struct scsi_result {
         uint8_t status;
         uint8_t key, asc, ascq;
         uint8_t reject_reason;
+        uint8_t resid_flags; /* O 0x04, U 0x02 of the PDU that carried the status */
+        uint32_t residual;
+        uint32_t data_in_bytes; /* Data-In payload bytes received */
         uint8_t data[256];
         uint32_t data_len;
 };
+
+#define RESID_O 0x04
+#define RESID_U 0x02
 
 static void parse_sense(const uint8_t *s, uint32_t len, struct scsi_result *r)
 {
@@ -699,6 +705,11 @@ static void scsi_wait(struct conn *cn, uint32_t itt, struct scsi_result *r)
                                 r->data_len = off + p.dlen;
                         bool has_status = (p.bhs[1] & 0x01) != 0;
                         r->status = p.bhs[3];
+                        r->data_in_bytes += p.dlen;
+                        if (has_status) {
+                                r->resid_flags = p.bhs[1] & (RESID_O | RESID_U);
+                                r->residual = get_be32(p.bhs + 44);
+                        }
                         pdu_free(&p);
                         if (has_status)
                                 return;
@@ -706,6 +717,8 @@ static void scsi_wait(struct conn *cn, uint32_t itt, struct scsi_result *r)
                 }
                 if (op == ISCSI_OP_SCSI_RSP) {
                         r->status = p.bhs[3];
+                        r->resid_flags = p.bhs[1] & (RESID_O | RESID_U);
+                        r->residual = get_be32(p.bhs + 44);
                         if (p.dlen >= 2) {
                                 uint32_t slen = get_be16(p.data);
                                 if (slen > p.dlen - 2)
@@ -2839,6 +2852,426 @@ static int case_read_burst(struct ctx *c, char *detail)
         return read_flood_case(c, detail, 64, 16u << 20, 0, 2000);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/*
+ * Lengths that disagree (issue 23): a CDB that sends data, offered none of it (EDTL 0, or no
+ * W bit), and READs whose EDTL is below or above what the CDB reads. RFC 7143 11.4.5.2: the
+ * residual counts the bytes the CDB transfers that the EDTL did not cover (O) or the bytes of
+ * the EDTL the command did not use (U). tandemd runs a short WRITE on what came (FCP-4 9.4.2
+ * a: nothing, here) and answers GOOD with O; commands that need all their data answer CHECK
+ * CONDITION, ILLEGAL REQUEST. Either way the O count is the CDB's bytes and the medium is
+ * unchanged.
+ */
+
+/* Send one command with these R/W bits and EDTL and no data; collect the outcome. */
+static void scsi_exec_flags(struct conn *cn, const struct ctx *c, const uint8_t *cdb, size_t cdblen,
+                            bool rd, bool wr, uint32_t edtl, struct scsi_result *r)
+{
+        uint8_t bhs[ISCSI_BHS_LEN];
+        memset(r, 0, sizeof(*r));
+        build_scsi_cmd(cn, c, bhs, cdb, cdblen, rd, wr, edtl);
+        r->rc = pdu_send(cn, bhs, NULL, 0);
+        if (r->rc == 0)
+                scsi_wait(cn, iscsi_bhs_itt(bhs), r);
+}
+
+struct dataout_row {
+        const char *name;
+        uint8_t cdb[16];
+        uint8_t cdb_len;
+        uint32_t blocks;  /* data-out the CDB asks for, in blocks (0: bytes below) */
+        uint32_t bytes;   /* ... or in bytes (parameter lists) */
+        bool must_refuse; /* needs all its data: CHECK CONDITION, never GOOD */
+};
+
+#define NOOFFER_LBA    SCRATCH_LBA(8)
+#define NOOFFER_BLOCKS 8u
+
+/* LBA NOOFFER_LBA, 8 blocks, in each CDB's own layout (filled in at run time). */
+static const struct dataout_row dataout_rows[] = {
+    {"WRITE(6)", {0x0a, 0, 0, 0, NOOFFER_BLOCKS, 0}, 6, NOOFFER_BLOCKS, 0, false},
+    {"WRITE(10)", {0x2a, 0, 0, 0, 0, 0, 0, 0, NOOFFER_BLOCKS, 0}, 10, NOOFFER_BLOCKS, 0, false},
+    {"WRITE(12)",
+     {0xaa, 0, 0, 0, 0, 0, 0, 0, 0, NOOFFER_BLOCKS, 0, 0},
+     12,
+     NOOFFER_BLOCKS,
+     0,
+     false},
+    {"WRITE(16)",
+     {0x8a, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, NOOFFER_BLOCKS, 0, 0},
+     16,
+     NOOFFER_BLOCKS,
+     0,
+     false},
+    {"WRITE AND VERIFY(10)",
+     {0x2e, 0, 0, 0, 0, 0, 0, 0, NOOFFER_BLOCKS, 0},
+     10,
+     NOOFFER_BLOCKS,
+     0,
+     false},
+    {"WRITE AND VERIFY(16)",
+     {0x8e, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, NOOFFER_BLOCKS, 0, 0},
+     16,
+     NOOFFER_BLOCKS,
+     0,
+     false},
+    {"ORWRITE(16)",
+     {0x8b, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, NOOFFER_BLOCKS, 0, 0},
+     16,
+     NOOFFER_BLOCKS,
+     0,
+     false},
+    {"VERIFY(10) BYTCHK=1",
+     {0x2f, 0x02, 0, 0, 0, 0, 0, 0, NOOFFER_BLOCKS, 0},
+     10,
+     NOOFFER_BLOCKS,
+     0,
+     false},
+    {"WRITE SAME(10)", {0x41, 0, 0, 0, 0, 0, 0, 0, NOOFFER_BLOCKS, 0}, 10, 1, 0, true},
+    {"WRITE SAME(16)",
+     {0x93, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, NOOFFER_BLOCKS, 0, 0},
+     16,
+     1,
+     0,
+     true},
+    {"COMPARE AND WRITE", {0x89, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0}, 16, 2, 0, true},
+    {"UNMAP", {0x42, 0, 0, 0, 0, 0, 0, 0, 24, 0}, 10, 0, 24, true},
+    {"MODE SELECT(6)", {0x15, 0x10, 0, 0, 24, 0}, 6, 0, 24, true},
+    {"MODE SELECT(10)", {0x55, 0x10, 0, 0, 0, 0, 0, 0, 28, 0}, 10, 0, 28, true},
+    {"PERSISTENT RESERVE OUT", {0x5f, 0x00, 0, 0, 0, 0, 0, 0, 24, 0}, 10, 0, 24, true},
+    {"EXTENDED COPY", {0x83, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 48, 0, 0}, 16, 0, 48, true},
+};
+
+/* The CDB with its LBA set to NOOFFER_LBA (block commands). */
+static void dataout_cdb(const struct dataout_row *row, uint8_t *cdb)
+{
+        memcpy(cdb, row->cdb, sizeof(row->cdb));
+        if (row->bytes)
+                return;
+        switch (cdb[0]) {
+        case 0x0a:
+                put_be24(cdb + 1, NOOFFER_LBA & 0x1fffff);
+                break;
+        case 0x2a:
+        case 0x2e:
+        case 0x2f:
+        case 0x41:
+        case 0xaa:
+                put_be32(cdb + 2, NOOFFER_LBA);
+                break;
+        default:
+                put_be64(cdb + 2, NOOFFER_LBA);
+                break;
+        }
+}
+
+/* One answer judged: O with the CDB's bytes, GOOD only where allowed. */
+static bool dataout_answer_ok(const struct dataout_row *row, const struct scsi_result *r,
+                              uint32_t want_resid, char *why, size_t whylen)
+{
+        if (r->rc != 0) {
+                snprintf(why, whylen, "%s: %s (reject 0x%02x)", row->name, strerror(-r->rc),
+                         r->reject_reason);
+                return false;
+        }
+        bool status_ok = r->status == 0 ? !row->must_refuse : (r->status == 2 && r->key == 5);
+        bool resid_ok = r->resid_flags == RESID_O && r->residual == want_resid;
+        if (status_ok && resid_ok)
+                return true;
+        snprintf(
+            why, whylen, "%s: status 0x%02x sense %x/%02x/%02x, residual %s%s %u (want %s, O %u)",
+            row->name, r->status, r->key, r->asc, r->ascq, (r->resid_flags & RESID_O) ? "O" : "",
+            (r->resid_flags & RESID_U) ? "U" : "", r->residual,
+            row->must_refuse ? "CHECK CONDITION 5/xx" : "GOOD or 5/xx", want_resid);
+        return false;
+}
+
+/*
+ * Every data-out CDB of the table, 3 ways: W with EDTL 0; no R/W and EDTL 0; R only with the
+ * CDB's length as EDTL. Then the blocks the WRITEs address must read back unchanged.
+ */
+static int case_dataout_not_offered(struct ctx *c, char *detail)
+{
+        struct conn cn;
+        char why[256] = "";
+        if (block_size_known(c, detail) != 0 || session(c, &cn, false, detail) != 0)
+                return 0;
+        uint32_t len = NOOFFER_BLOCKS * c->block_size;
+        uint8_t *before = malloc(len);
+        if (before == NULL) {
+                conn_close(&cn);
+                return 0;
+        }
+        fill_random(before, len);
+        int res = write_ok(&cn, c, NOOFFER_LBA, before, len, why, sizeof(why));
+        unsigned judged = 0, good = 0;
+        for (size_t i = 0; res && i < sizeof(dataout_rows) / sizeof(dataout_rows[0]); i++) {
+                const struct dataout_row *row = &dataout_rows[i];
+                uint32_t want = row->bytes ? row->bytes : row->blocks * c->block_size;
+                uint8_t cdb[16];
+                dataout_cdb(row, cdb);
+                const struct {
+                        bool rd, wr;
+                        uint32_t edtl;
+                } ways[3] = {{false, true, 0}, {false, false, 0}, {true, false, want}};
+                for (int w = 0; res && w < 3; w++) {
+                        struct scsi_result r;
+                        scsi_exec_flags(&cn, c, cdb, row->cdb_len, ways[w].rd, ways[w].wr,
+                                        ways[w].edtl, &r);
+                        /* A unit attention owed to this nexus comes first: ask again. */
+                        if (r.rc == 0 && r.status == 2 && r.key == 6)
+                                scsi_exec_flags(&cn, c, cdb, row->cdb_len, ways[w].rd, ways[w].wr,
+                                                ways[w].edtl, &r);
+                        if (!dataout_answer_ok(row, &r, want, why, sizeof(why))) {
+                                size_t n = strlen(why);
+                                snprintf(why + n, sizeof(why) - n, " [%s EDTL %u]",
+                                         ways[w].wr   ? "W"
+                                         : ways[w].rd ? "R"
+                                                      : "no R/W",
+                                         ways[w].edtl);
+                                res = 0;
+                        }
+                        judged++;
+                        good += r.status == 0;
+                }
+        }
+        if (res)
+                res = read_matches(&cn, c, NOOFFER_LBA, before, len, why, sizeof(why));
+        DETAIL("%u commands offered no data-out: %u GOOD, %u CHECK CONDITION, each with "
+               "residual overflow of its CDB's bytes; %s",
+               judged, good, judged - good, res ? "blocks unchanged" : why);
+        free(before);
+        conn_close(&cn);
+        return res;
+}
+
+/*
+ * READ(10) of 2 blocks with EDTL 0, 200, 1 block, 2 blocks, 3 blocks; and READ(16) without
+ * R/W and EDTL 0: the data sent is min(EDTL, CDB), matching what is on the medium, and the
+ * residual is O (CDB - EDTL), U (EDTL - CDB) or none.
+ */
+static int case_read_residuals(struct ctx *c, char *detail)
+{
+        struct conn cn;
+        char why[256] = "";
+        if (block_size_known(c, detail) != 0 || session(c, &cn, false, detail) != 0)
+                return 0;
+        uint32_t bs = c->block_size, len = 2 * bs, lba = SCRATCH_LBA(9);
+        uint8_t *pattern = malloc(len);
+        if (pattern == NULL) {
+                conn_close(&cn);
+                return 0;
+        }
+        fill_random(pattern, len);
+        int res = write_ok(&cn, c, lba, pattern, len, why, sizeof(why));
+        const struct {
+                uint32_t edtl;
+                bool rd;
+        } rows[] = {{0, true}, {200, true}, {bs, true}, {2 * bs, true}, {3 * bs, true}, {0, false}};
+        for (size_t i = 0; res && i < sizeof(rows) / sizeof(rows[0]); i++) {
+                uint8_t cdb[16] = {0};
+                size_t cdblen;
+                if (rows[i].rd) {
+                        cdb[0] = 0x28;
+                        put_be32(cdb + 2, lba);
+                        put_be16(cdb + 7, 2);
+                        cdblen = 10;
+                } else {
+                        cdb[0] = 0x88;
+                        put_be64(cdb + 2, lba);
+                        put_be32(cdb + 10, 2);
+                        cdblen = 16;
+                }
+                struct scsi_result r;
+                scsi_exec_flags(&cn, c, cdb, cdblen, rows[i].rd, false, rows[i].edtl, &r);
+                uint32_t edtl = rows[i].edtl;
+                uint32_t sent = rows[i].rd ? (edtl < len ? edtl : len) : 0;
+                uint8_t flags = edtl < len ? RESID_O : edtl > len ? RESID_U : 0;
+                uint32_t resid = edtl < len ? len - edtl : edtl - len;
+                uint32_t cmp = sent < sizeof(r.data) ? sent : sizeof(r.data);
+                if (r.rc != 0 || r.status != 0 || r.data_in_bytes != sent ||
+                    r.resid_flags != flags || (flags && r.residual != resid) ||
+                    memcmp(r.data, pattern, cmp) != 0) {
+                        snprintf(why, sizeof(why),
+                                 "READ(%zu) of %u bytes, %s EDTL %u: rc %d status 0x%02x, %u data "
+                                 "bytes (want %u), residual flags 0x%02x count %u (want 0x%02x "
+                                 "%u)%s",
+                                 cdblen, len, rows[i].rd ? "R" : "no R/W", edtl, r.rc, r.status,
+                                 r.data_in_bytes, sent, r.resid_flags, r.residual, flags, resid,
+                                 memcmp(r.data, pattern, cmp) ? ", data differs" : "");
+                        res = 0;
+                }
+        }
+        DETAIL("%s", res ? "EDTL 0, 200, 1, 2, 3 blocks for 2 blocks and no R/W: data and "
+                           "residuals right"
+                         : why);
+        free(pattern);
+        conn_close(&cn);
+        return res;
+}
+
+/*
+ * Header rules (RFC 7143 section 11): reserved code values in defined fields are a protocol
+ * error, fields that contradict each other an invalid PDU field. One row per rule: the PDU,
+ * the answer, and the session must go on (a NOP-Out ping answered).
+ */
+struct pdu_rule_row {
+        const char *name;
+        uint8_t opcode;   /* with the I bit when immediate */
+        uint8_t flags;    /* byte 1 */
+        uint32_t itt;     /* 0: a fresh one */
+        uint32_t word20;  /* EDTL, TTT, RTT or CID<<16 */
+        bool cdb_tur;     /* SCSI command: TEST UNIT READY */
+        int want_reject;  /* reason, or -1 */
+        int want_tmf_rsp; /* TMF response, or -1 */
+};
+
+static const struct pdu_rule_row pdu_rule_rows[] = {
+    {"rule_cmd_itt_reserved", ISCSI_OP_SCSI_CMD, 0x81, 0xffffffffu, 0, true, 0x09, -1},
+    {"rule_cmd_edtl_without_rw", ISCSI_OP_SCSI_CMD, 0x81, 0, 512, true, 0x09, -1},
+    {"rule_cmd_attr_reserved", ISCSI_OP_SCSI_CMD, 0x85, 0, 0, true, 0x04, -1},
+    {"rule_tmf_itt_reserved", 0x40 | ISCSI_OP_TMF_REQ, 0x85, 0xffffffffu, 0xffffffffu, false, 0x09,
+     -1},
+    {"rule_tmf_function_0", 0x40 | ISCSI_OP_TMF_REQ, 0x80, 0, 0xffffffffu, false, 0x04, -1},
+    {"rule_tmf_function_13", 0x40 | ISCSI_OP_TMF_REQ, 0x8d, 0, 0xffffffffu, false, 0x04, -1},
+    {"rule_tmf_function_127", 0x40 | ISCSI_OP_TMF_REQ, 0xff, 0, 0xffffffffu, false, 0x04, -1},
+    {"rule_tmf_query_task_unsupported", 0x40 | ISCSI_OP_TMF_REQ, 0x89, 0, 0x12345, false, -1, 5},
+    {"rule_text_itt_reserved", 0x40 | ISCSI_OP_TEXT_REQ, 0x80, 0xffffffffu, 0xffffffffu, false,
+     0x09, -1},
+    {"rule_logout_itt_reserved", 0x40 | ISCSI_OP_LOGOUT_REQ, 0x80, 0xffffffffu, 0, false, 0x09, -1},
+    {"rule_logout_reason_3", 0x40 | ISCSI_OP_LOGOUT_REQ, 0x83, 0, 0, false, 0x04, -1},
+    {"rule_logout_reason_127", 0x40 | ISCSI_OP_LOGOUT_REQ, 0xff, 0, 0, false, 0x04, -1},
+    {"rule_nop_itt_reserved_not_immediate", ISCSI_OP_NOP_OUT, 0x80, 0xffffffffu, 0xffffffffu, false,
+     0x09, -1},
+    {"rule_nop_itt_and_ttt", 0x40 | ISCSI_OP_NOP_OUT, 0x80, 0, 0x1234, false, 0x09, -1},
+};
+
+static int case_pdu_rule(struct ctx *c, const void *arg, char *detail)
+{
+        const struct pdu_rule_row *row = arg;
+        struct conn cn;
+        if (session(c, &cn, false, detail) != 0)
+                return 0;
+        uint8_t bhs[ISCSI_BHS_LEN] = {0};
+        bhs[0] = row->opcode;
+        bhs[1] = row->flags;
+        if ((row->opcode & 0x3f) == ISCSI_OP_SCSI_CMD || (row->opcode & 0x3f) == ISCSI_OP_TMF_REQ)
+                lun_encode(bhs + 8, c->lun);
+        uint32_t itt = row->itt ? row->itt : ++cn.itt;
+        put_be32(bhs + 16, itt);
+        put_be32(bhs + 20, row->word20);
+        bool immediate = row->opcode & 0x40;
+        put_be32(bhs + 24, immediate ? cn.cmdsn : cn.cmdsn++);
+        put_be32(bhs + 28, cn.exp_statsn);
+        if (row->cdb_tur)
+                memcpy(bhs + 32, cdb_tur, sizeof(cdb_tur));
+        pdu_send(&cn, bhs, NULL, 0);
+        struct pdu p;
+        int rc = pdu_recv(&cn, &p);
+        int res = 0;
+        if (rc != 0) {
+                DETAIL("no answer: %s", strerror(-rc));
+                conn_close(&cn);
+                return 0;
+        }
+        uint8_t op = iscsi_bhs_opcode(p.bhs);
+        if (row->want_reject >= 0) {
+                res = op == ISCSI_OP_REJECT && p.bhs[2] == row->want_reject &&
+                      p.dlen >= ISCSI_BHS_LEN && memcmp(p.data, bhs, ISCSI_BHS_LEN) == 0;
+                DETAIL("pdu 0x%02x reason 0x%02x%s (want Reject 0x%02x with the header)", op,
+                       p.bhs[2],
+                       op == ISCSI_OP_REJECT && p.dlen >= ISCSI_BHS_LEN &&
+                               memcmp(p.data, bhs, ISCSI_BHS_LEN) == 0
+                           ? " with the header"
+                           : "",
+                       row->want_reject);
+        } else {
+                res = op == ISCSI_OP_TMF_RSP && p.bhs[2] == row->want_tmf_rsp &&
+                      iscsi_bhs_itt(p.bhs) == itt;
+                DETAIL("pdu 0x%02x response %u (want TMF response %d)", op, p.bhs[2],
+                       row->want_tmf_rsp);
+        }
+        pdu_free(&p);
+        bool alive = nop_ok(&cn);
+        if (!alive)
+                res = 0;
+        size_t n = strlen(detail);
+        snprintf(detail + n, DETAIL_LEN - n, "; session %s", alive ? "goes on" : "lost");
+        conn_close(&cn);
+        return res;
+}
+
+/*
+ * Data-Out whose Target Transfer Tag is not the one of our R2T (RFC 7143 11.7.4: copied from
+ * the R2T): Reject (invalid PDU field), nothing taken; the right Data-Out then completes the
+ * WRITE, and what is read back is what the right one carried.
+ */
+static int case_dataout_foreign_ttt(struct ctx *c, char *detail)
+{
+        struct conn cn;
+        char why[256] = "";
+        const uint32_t len = 16384, lba = SCRATCH_LBA(10);
+        if (block_size_known(c, detail) != 0 || session(c, &cn, false, detail) != 0)
+                return 0;
+        uint8_t bhs[ISCSI_BHS_LEN], cdb[10] = {0x2a};
+        put_be32(cdb + 2, lba);
+        put_be16(cdb + 7, (uint16_t)(len / c->block_size));
+        build_scsi_cmd(&cn, c, bhs, cdb, sizeof(cdb), false, true, len);
+        uint32_t itt = iscsi_bhs_itt(bhs);
+        pdu_send(&cn, bhs, NULL, 0);
+        struct pdu p;
+        int rc = pdu_recv(&cn, &p);
+        if (rc != 0 || iscsi_bhs_opcode(p.bhs) != ISCSI_OP_R2T) {
+                DETAIL("no R2T: rc=%d", rc);
+                if (rc == 0)
+                        pdu_free(&p);
+                conn_close(&cn);
+                return 0;
+        }
+        uint32_t ttt = get_be32(p.bhs + 20), want = get_be32(p.bhs + 44);
+        pdu_free(&p);
+        uint8_t *junk = malloc(len), *good = malloc(len);
+        if (junk == NULL || good == NULL) {
+                free(junk);
+                free(good);
+                conn_close(&cn);
+                return 0;
+        }
+        memset(junk, 0x5a, len);
+        fill_random(good, len);
+        uint32_t datasn = 0;
+        send_data_out(&cn, c, itt, ttt ^ 0x00ff00ffu, junk, 0, want, &datasn, true);
+        rc = pdu_recv(&cn, &p);
+        int res = rc == 0 && iscsi_bhs_opcode(p.bhs) == ISCSI_OP_REJECT && p.bhs[2] == 0x09;
+        if (!res)
+                snprintf(why, sizeof(why),
+                         "Data-Out with a TTT we never sent: rc %d pdu 0x%02x "
+                         "reason 0x%02x (want Reject 0x09)",
+                         rc, rc == 0 ? iscsi_bhs_opcode(p.bhs) : 0, rc == 0 ? p.bhs[2] : 0);
+        if (rc == 0)
+                pdu_free(&p);
+        if (res) {
+                uint32_t datasn = 0;
+                send_data_out(&cn, c, itt, ttt, good, 0, want, &datasn, true);
+                struct scsi_result r = {0};
+                scsi_wait(&cn, itt, &r);
+                if (r.rc != 0 || r.status != 0) {
+                        snprintf(why, sizeof(why), "the right Data-Out then: rc %d status 0x%02x",
+                                 r.rc, r.status);
+                        res = 0;
+                } else {
+                        res = read_matches(&cn, c, lba, good, len, why, sizeof(why));
+                }
+        }
+        DETAIL("%s", res ? "Reject 0x09 for a foreign TTT; the right Data-Out then wrote, "
+                           "read back equal"
+                         : why);
+        free(junk);
+        free(good);
+        conn_close(&cn);
+        return res;
+}
+
 struct test_case {
         const char *name;
         int (*fn)(struct ctx *c, char *detail);
@@ -2877,6 +3310,9 @@ static const struct test_case cases[] = {
     {"slow_reader", case_slow_reader},
     {"read_burst", case_read_burst},
     {"login_cycles", case_login_cycles},
+    {"dataout_not_offered", case_dataout_not_offered},
+    {"read_residuals", case_read_residuals},
+    {"dataout_foreign_ttt", case_dataout_foreign_ttt},
 };
 
 /* ------------------------------------------------------------------------------------------ */
@@ -2988,6 +3424,9 @@ int main(int argc, char **argv)
                 case 'L':
                         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
                                 printf("%s\n", cases[i].name);
+                        for (size_t i = 0; i < sizeof(pdu_rule_rows) / sizeof(pdu_rule_rows[0]);
+                             i++)
+                                printf("%s\n", pdu_rule_rows[i].name);
                         return 0;
                 case 'h':
                         usage(stdout);
@@ -3028,11 +3467,15 @@ int main(int argc, char **argv)
         c.healthy_up = true;
 
         int failures = 0;
-        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-                if (!selected(list, cases[i].name))
+        size_t ncases = sizeof(cases) / sizeof(cases[0]);
+        size_t nrules = sizeof(pdu_rule_rows) / sizeof(pdu_rule_rows[0]);
+        for (size_t i = 0; i < ncases + nrules; i++) {
+                const char *name = i < ncases ? cases[i].name : pdu_rule_rows[i - ncases].name;
+                if (!selected(list, name))
                         continue;
                 detail[0] = 0;
-                int res = cases[i].fn(&c, detail);
+                int res = i < ncases ? cases[i].fn(&c, detail)
+                                     : case_pdu_rule(&c, &pdu_rule_rows[i - ncases], detail);
                 char why[DETAIL_LEN] = "";
                 if (res >= 0 && health_check(&c, why, sizeof(why)) != 0) {
                         res = 0;
@@ -3040,7 +3483,7 @@ int main(int argc, char **argv)
                         snprintf(detail + n, sizeof(detail) - n,
                                  "; target unhealthy afterwards: %s", why);
                 }
-                printf("badinput: case=%s result=%s detail=", cases[i].name,
+                printf("badinput: case=%s result=%s detail=", name,
                        res > 0    ? "pass"
                        : res == 0 ? "fail"
                                   : "skip");
