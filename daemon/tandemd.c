@@ -13,6 +13,7 @@
 #include "tandem/cluster.h"
 #include "tandem/config.h"
 #include "tandem/iscsi_portal.h"
+#include "tandem/reload.h"
 #include "tandem/log.h"
 #include "tandem/net.h"
 #include "tandem/registry.h"
@@ -236,6 +237,17 @@ static void watchdog_start(void)
         on_watchdog(NULL);
 }
 
+/* SIGHUP: the config file again, its changes applied live (as tandemctl reload). */
+static int32_t on_reload_signal(int32_t sig, void *data)
+{
+        (void)sig;
+        (void)data;
+        char err[1024] = "";
+        if (tdm_reload(NULL, NULL, err, sizeof(err)) < 0)
+                log_err("reload (SIGHUP): %s", err);
+        return 0;
+}
+
 static int start_listeners(const struct tdm_config *cfg)
 {
         for (size_t i = 0; i < cfg->n_listen; i++) {
@@ -316,6 +328,7 @@ int main(int argc, char **argv)
         }
         qb_loop_signal_add(main_loop, QB_LOOP_HIGH, SIGINT, NULL, on_stop_signal, NULL);
         qb_loop_signal_add(main_loop, QB_LOOP_HIGH, SIGTERM, NULL, on_stop_signal, NULL);
+        qb_loop_signal_add(main_loop, QB_LOOP_HIGH, SIGHUP, NULL, on_reload_signal, NULL);
         log_notice("tandemd instance %s ready (config %s)", cfg.instance, path);
         /* Listening, the registry loaded, the admin IPC up: the service manager may go on. */
         tdm_sd_notifyf("READY=1\nSTATUS=serving %zu target%s on %zu portal%s, instance %s",

@@ -43,6 +43,6 @@ admin_handler admin_target_add, admin_target_del, admin_lun_add, admin_lun_del, 
     admin_acl_add, admin_acl_del, admin_chap_set, admin_status, admin_stats, admin_repl_status,
     admin_repl_promote, admin_repl_demote, admin_repl_connect, admin_repl_disconnect,
     admin_repl_verify, admin_repl_resync_pause, admin_repl_invalidate,
-    admin_repl_resolve_split_brain, admin_repl_skip_initial_sync;
+    admin_repl_resolve_split_brain, admin_repl_skip_initial_sync, admin_reload;
 
 #endif

@@ -132,6 +132,7 @@ static int32_t dispatch_del(int32_t fd)
 
 int admin_ipc_start(qb_loop_t *loop, const char *instance)
 {
+        admin_reload_set_loop(loop);
         static struct qb_ipcs_service_handlers handlers = {
             .connection_accept = on_accept,
             .connection_created = on_created,

@@ -196,6 +196,7 @@ static int parse_lun(struct cfg_parser *p, const config_setting_t *s, const char
                 /* Never generated: both nodes must show the same one; validation says so. */
         } else if (l->naa[0] == '\0' && l->serial[0] == '\0') {
                 tdm_lun_identity_generate(l);
+                l->identity_generated = true;
                 p->cfg->identities_generated = true;
         } else if (l->naa[0] == '\0' || l->serial[0] == '\0') {
                 /* Half an identity is a damaged file, not a new LUN: do not invent the rest. */

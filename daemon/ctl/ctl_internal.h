@@ -41,6 +41,8 @@ int admin_check_chap(const struct admin_call *call, const struct admin_values *v
 /* Printers (admin_printer) */
 bool admin_print_resized(FILE *out, const Tandem__Admin__AdminRequest *q,
                          const Tandem__Admin__AdminResponse *r, bool json);
+bool admin_print_reloaded(FILE *out, const Tandem__Admin__AdminRequest *q,
+                          const Tandem__Admin__AdminResponse *r, bool json);
 bool admin_print_chap(FILE *out, const Tandem__Admin__AdminRequest *q,
                       const Tandem__Admin__AdminResponse *r, bool json);
 bool admin_print_status(FILE *out, const Tandem__Admin__AdminRequest *q,

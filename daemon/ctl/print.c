@@ -82,6 +82,30 @@ int admin_print(FILE *out, const struct admin_call *call, const Tandem__Admin__A
 
 /* ---------------------------------------------------------------- printers of rows */
 
+bool admin_print_reloaded(FILE *out, const Tandem__Admin__AdminRequest *q,
+                          const Tandem__Admin__AdminResponse *r, bool json)
+{
+        (void)q;
+        const Tandem__Admin__Reloaded *d = r->reloaded;
+        if (!d)
+                return false;
+        if (json) {
+                json_object *o = json_object_new_object();
+                json_object *list = json_object_new_array();
+                for (size_t i = 0; i < d->n_changes; i++)
+                        json_object_array_add(list, ctl_jstr(d->changes[i]));
+                json_object_object_add(o, "ok", json_object_new_boolean(true));
+                json_object_object_add(o, "changes", list);
+                ctl_print_json(out, o);
+                return true;
+        }
+        if (d->n_changes == 0)
+                fprintf(out, "reloaded: nothing changed\n");
+        for (size_t i = 0; i < d->n_changes; i++)
+                fprintf(out, "reloaded: %s\n", d->changes[i]);
+        return true;
+}
+
 bool admin_print_resized(FILE *out, const Tandem__Admin__AdminRequest *q,
                          const Tandem__Admin__AdminResponse *r, bool json)
 {

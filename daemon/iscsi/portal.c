@@ -46,7 +46,12 @@ struct adopt_msg {
 static struct iscsi_worker *workers;
 static unsigned n_workers;
 static unsigned next_worker;
-static int listen_fds[MAX_LISTEN];
+/* The listening portals, as they were asked for (a reload removes one by its address). */
+static struct {
+        int fd;
+        char host[128];
+        uint16_t port;
+} listens[MAX_LISTEN];
 static size_t n_listen;
 static qb_loop_t *control_loop;
 static struct iscsi_env portal_env;
@@ -381,15 +386,34 @@ int iscsi_listen_add(qb_loop_t *loop, const char *host, uint16_t port)
                 return rc;
         }
         control_loop = loop;
-        listen_fds[n_listen++] = fd;
+        listens[n_listen].fd = fd;
+        snprintf(listens[n_listen].host, sizeof(listens[n_listen].host), "%s", host);
+        listens[n_listen].port = port;
+        n_listen++;
         return 0;
+}
+
+static void listen_close(size_t i)
+{
+        qb_loop_poll_del(control_loop, listens[i].fd);
+        close(listens[i].fd);
+}
+
+int iscsi_listen_del(const char *host, uint16_t port)
+{
+        for (size_t i = 0; i < n_listen; i++) {
+                if (listens[i].port != port || strcmp(listens[i].host, host) != 0)
+                        continue;
+                listen_close(i);
+                listens[i] = listens[--n_listen];
+                return 0;
+        }
+        return -ENOENT;
 }
 
 void iscsi_listen_close_all(void)
 {
-        for (size_t i = 0; i < n_listen; i++) {
-                qb_loop_poll_del(control_loop, listen_fds[i]);
-                close(listen_fds[i]);
-        }
+        for (size_t i = 0; i < n_listen; i++)
+                listen_close(i);
         n_listen = 0;
 }

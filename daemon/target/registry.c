@@ -368,6 +368,23 @@ static int edit_commit_file(struct tdm_config *copy, char *err, size_t errlen)
         return rc;
 }
 
+const struct tdm_config *tdm_registry_file_base(void)
+{
+        return &reg.file_base;
+}
+
+int tdm_registry_set_listen(const struct tdm_config *next, char *err, size_t errlen)
+{
+        pthread_mutex_lock(&reg.admin_lock);
+        memcpy(reg.file_base.listen, next->listen, sizeof(next->listen));
+        reg.file_base.n_listen = next->n_listen;
+        memcpy(reg.cfg.listen, next->listen, sizeof(next->listen));
+        reg.cfg.n_listen = next->n_listen;
+        int rc = persist(&reg.cfg, err, errlen);
+        pthread_mutex_unlock(&reg.admin_lock);
+        return rc;
+}
+
 /* ---------------------------------------------------------------- init / fini */
 
 static void live_free_all(void)

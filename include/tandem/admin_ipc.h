@@ -19,6 +19,8 @@
  */
 int admin_ipc_start(qb_loop_t *loop, const char *instance);
 void admin_ipc_stop(void);
+/* The loop the iSCSI portals run on, for a reload that adds one (admin_ipc_start sets it). */
+void admin_reload_set_loop(qb_loop_t *loop);
 
 /*
  * One request in, one response out (both packed protobuf, without the libqb headers).

@@ -123,6 +123,9 @@ struct tdm_lun_cfg {
         char serial[33]; /* generated on add */
         bool wce;        /* write cache enabled at start */
         bool readonly;   /* write protected: opened read-only, every medium change refused */
+        /* naa and serial were generated when the file was read (it names none): a reload
+         * keeps the identity the LUN runs with. */
+        bool identity_generated;
         struct tdm_repl_cfg repl;
 };
 

@@ -29,6 +29,8 @@ int iscsi_workers_start(unsigned n, const struct tdm_iscsi_cfg *cfg, const struc
 void iscsi_workers_stop(void);
 /* A listening portal on host ("" = any) and port; the control loop accepts. */
 int iscsi_listen_add(qb_loop_t *loop, const char *host, uint16_t port);
+/* Stops listening on the portal added as host and port (its sessions stay); -ENOENT if none. */
+int iscsi_listen_del(const char *host, uint16_t port);
 void iscsi_listen_close_all(void);
 
 #endif

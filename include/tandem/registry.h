@@ -77,6 +77,11 @@ int tdm_registry_chap_set(const char *iqn /* NULL = discovery */, const struct t
  * control thread may read those through this pointer.
  */
 const struct tdm_config *tdm_registry_config(void);
+/* The file's daemon-wide settings as tandemd started from it (a reload compares with them). */
+const struct tdm_config *tdm_registry_file_base(void);
+/* A reload changed the portals: next's listen list is now the running one and the file's
+ * (saved). 0 or -errno with err. */
+int tdm_registry_set_listen(const struct tdm_config *next, char *err, size_t errlen);
 /* The file admin changes are saved to ("" when not persisted). */
 const char *tdm_registry_config_path(void);
 /* Referenced live target by name, or NULL. */
