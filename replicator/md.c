@@ -397,6 +397,16 @@ static void md_free(struct repl_md *md)
         free(md);
 }
 
+/* The bitmap's geometry for a LUN of size_bytes (the arrays are the caller's). */
+static void set_geometry(struct repl_md *md, uint64_t size_bytes)
+{
+        md->size_bytes = size_bytes;
+        md->nbits = (size_bytes >> REPL_MD_BIT_SHIFT) +
+                    ((size_bytes & ((1u << REPL_MD_BIT_SHIFT) - 1)) ? 1 : 0);
+        md->nbytes = (md->nbits + 7) / 8;
+        md->npages = (size_t)((md->nbytes + MD_BLOCK - 1) / MD_BLOCK);
+}
+
 static struct repl_md *md_alloc(uint64_t size_bytes)
 {
         struct repl_md *md = calloc(1, sizeof(*md));
@@ -406,11 +416,7 @@ static struct repl_md *md_alloc(uint64_t size_bytes)
         pthread_mutex_init(&md->lock, NULL);
         pthread_mutex_init(&md->io_lock, NULL);
         pthread_cond_init(&md->al_cond, NULL);
-        md->size_bytes = size_bytes;
-        md->nbits = (size_bytes >> REPL_MD_BIT_SHIFT) +
-                    ((size_bytes & ((1u << REPL_MD_BIT_SHIFT) - 1)) ? 1 : 0);
-        md->nbytes = (md->nbits + 7) / 8;
-        md->npages = (size_t)((md->nbytes + MD_BLOCK - 1) / MD_BLOCK);
+        set_geometry(md, size_bytes);
         size_t alloc_pages = md->npages ? md->npages : 1;
         md->words = calloc(alloc_pages * MD_WORDS_PER_PAGE, sizeof(uint64_t));
         md->page_changed = calloc(alloc_pages, 1);
@@ -596,8 +602,18 @@ int repl_md_open(const char *path, uint64_t size_bytes, uint32_t node_id, uint32
 
         bool clean = false;
         rc = load_super(md, path, &clean, err, errlen);
+        /*
+         * A LUN larger than the metadata covers grew while this node was down or before the
+         * metadata caught up (a crash inside an online resize): the metadata is read at its
+         * own size, then grown with the new range out of sync (its contents may differ).
+         */
+        uint64_t grow_to = 0;
+        if (rc == 0 && md->super.size_bytes && md->super.size_bytes < size_bytes) {
+                grow_to = size_bytes;
+                set_geometry(md, md->super.size_bytes);
+        }
         if (rc == 0)
-                rc = check_identity(md, path, size_bytes, node_id, peer_node_id, err, errlen);
+                rc = check_identity(md, path, md->size_bytes, node_id, peer_node_id, err, errlen);
         if (rc < 0)
                 goto fail;
         if (fstat(md->fd, &st) < 0 || (uint64_t)st.st_size < md_file_len(md)) {
@@ -619,6 +635,11 @@ int repl_md_open(const char *path, uint64_t size_bytes, uint32_t node_id, uint32
                 rc = write_super(md, &md->super, false);
         if (rc < 0) {
                 set_err(err, errlen, "%s: writing metadata: %s", path, strerror(-rc));
+                goto fail;
+        }
+        if (grow_to && (rc = repl_md_grow(md, grow_to, true)) < 0) {
+                set_err(err, errlen, "%s: growing the metadata to %llu bytes: %s", path,
+                        (unsigned long long)grow_to, strerror(-rc));
                 goto fail;
         }
         if (crashed_primary)
@@ -675,6 +696,59 @@ int repl_md_put_super(struct repl_md *md, const struct repl_md_super *s)
         md->super = next;
         pthread_mutex_unlock(&md->lock);
         int rc = write_super(md, &next, false);
+        pthread_mutex_unlock(&md->io_lock);
+        return rc;
+}
+
+int repl_md_grow(struct repl_md *md, uint64_t size_bytes, bool dirty)
+{
+        if (size_bytes < md->size_bytes)
+                return -EINVAL;
+        if (size_bytes == md->size_bytes)
+                return 0;
+        uint64_t old_bits = md->nbits;
+        uint64_t nbits = (size_bytes >> REPL_MD_BIT_SHIFT) +
+                         ((size_bytes & ((1u << REPL_MD_BIT_SHIFT) - 1)) ? 1 : 0);
+        uint64_t nbytes = (nbits + 7) / 8;
+        size_t npages = (size_t)((nbytes + MD_BLOCK - 1) / MD_BLOCK);
+        size_t old_alloc = md->npages ? md->npages : 1, alloc = npages ? npages : 1;
+        pthread_mutex_lock(&md->io_lock);
+        pthread_mutex_lock(&md->lock);
+        int rc = 0;
+        if (alloc > old_alloc) {
+                uint64_t *words = realloc(md->words, alloc * MD_WORDS_PER_PAGE * sizeof(uint64_t));
+                if (words)
+                        md->words = words;
+                uint8_t *changed = words ? realloc(md->page_changed, alloc) : NULL;
+                if (changed)
+                        md->page_changed = changed;
+                if (!words || !changed) {
+                        rc = -ENOMEM;
+                } else {
+                        memset(md->words + old_alloc * MD_WORDS_PER_PAGE, 0,
+                               (alloc - old_alloc) * MD_WORDS_PER_PAGE * sizeof(uint64_t));
+                        memset(md->page_changed + old_alloc, 1, alloc - old_alloc);
+                }
+        }
+        if (rc == 0) {
+                md->nbits = nbits;
+                md->nbytes = nbytes;
+                md->npages = npages;
+                md->size_bytes = size_bytes;
+                md->super.size_bytes = size_bytes;
+                /* The page that held the old end gets the new bits too. */
+                mark_page(md, old_bits / 64);
+                if (dirty)
+                        set_bits(md, old_bits, nbits);
+        }
+        struct repl_md_super s = md->super;
+        pthread_mutex_unlock(&md->lock);
+        if (rc == 0 && ftruncate(md->fd, (off_t)md_file_len(md)) < 0)
+                rc = -errno;
+        if (rc == 0)
+                rc = flush_all_pages(md);
+        if (rc == 0)
+                rc = write_super(md, &s, false);
         pthread_mutex_unlock(&md->io_lock);
         return rc;
 }

@@ -66,6 +66,13 @@ void repl_md_get_super(struct repl_md *md, struct repl_md_super *out);
  * after fdatasync. node_id, peer_node_id and size_bytes are kept from open, not taken from s. */
 int repl_md_put_super(struct repl_md *md, const struct repl_md_super *s);
 
+/*
+ * The LUN grew to size_bytes: the bitmap covers the new range (dirty, or clean when both
+ * copies are known equal there), durably, and the superblock records the size. Never
+ * shrinks (-EINVAL). Blocks: not on a data-path thread.
+ */
+int repl_md_grow(struct repl_md *md, uint64_t size_bytes, bool dirty);
+
 /* Bitmap (in memory, thread-safe; any thread): */
 uint64_t repl_md_bits(struct repl_md *md); /* total bits */
 /* Bits of every 4K chunk the byte range touches. */

@@ -322,6 +322,8 @@ static int flush_acks(struct repl_lun *r, struct rx_state *st)
         return send_ack(r, st->pending_ack, 0);
 }
 
+static uint64_t data_seq(const struct repl_rx *rx);
+
 static int on_data_message(struct repl_lun *r, struct rx_state *st, struct repl_rx *rx)
 {
         switch (rx->f.type) {
@@ -339,6 +341,15 @@ static int on_data_message(struct repl_lun *r, struct rx_state *st, struct repl_
                 return on_scsi_state(r, rx);
         case TANDEM__REPL__MSG_TYPE__MSG_LU_STATE:
                 return on_lu_state(r, st, rx);
+        case TANDEM__REPL__MSG_TYPE__MSG_RESIZE: {
+                /* A resize this node cannot make changes nothing: refused, still mirroring. */
+                int rc = repl_apply_resize(r, (const Tandem__Repl__Resize *)rx->msg);
+                if (rc < 0) {
+                        flush_acks(r, st);
+                        send_ack(r, data_seq(rx), -rc);
+                }
+                return 0;
+        }
         default:
                 return protocol_error(r, "unexpected %s on the data channel",
                                       repl_msg_name(rx->f.type));
@@ -361,6 +372,8 @@ static uint64_t data_seq(const struct repl_rx *rx)
                 return ((const Tandem__Repl__ScsiState *)rx->msg)->seq;
         case TANDEM__REPL__MSG_TYPE__MSG_LU_STATE:
                 return ((const Tandem__Repl__LuState *)rx->msg)->seq;
+        case TANDEM__REPL__MSG_TYPE__MSG_RESIZE:
+                return ((const Tandem__Repl__Resize *)rx->msg)->seq;
         default:
                 return 0;
         }
@@ -533,10 +546,14 @@ static int on_ctl_message(struct repl_lun *r, struct repl_rx *rx)
         switch (rx->f.type) {
         case TANDEM__REPL__MSG_TYPE__MSG_ACK: {
                 const Tandem__Repl__Ack *m = (const Tandem__Repl__Ack *)rx->msg;
-                if (m->error < 0 || m->error > 4095 || repl_acked(r, m->seq, -m->error) < 0) {
+                int acked =
+                    m->error < 0 || m->error > 4095 ? -EPROTO : repl_acked(r, m->seq, -m->error);
+                if (acked < 0) {
                         repl_disconnect(r, "peer acknowledged something never sent");
                         return -EPROTO;
                 }
+                if (m->error && acked == REPL_ACKED_REFUSED_RESIZE)
+                        return 0; /* the peer could not grow: the resize fails, nothing else */
                 if (m->error) {
                         pthread_mutex_lock(&r->lock);
                         r->sb.peer_disk = REPL_DISK_INCONSISTENT;

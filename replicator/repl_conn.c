@@ -162,7 +162,8 @@ static void hs_local(struct repl_lun *r, int channel, struct repl_hs_local *l)
                                     .secret = r->cfg.secret,
                                     .lun_naa = r->naa,
                                     .channel = channel,
-                                    .features = REPL_FEATURE_VERIFY_SHA256 | REPL_FEATURE_FORWARD};
+                                    .features = REPL_FEATURE_VERIFY_SHA256 | REPL_FEATURE_FORWARD |
+                                                REPL_FEATURE_RESIZE};
 }
 
 static void refuse_stray(struct repl_lun *r);

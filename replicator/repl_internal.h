@@ -43,6 +43,7 @@ enum repl_op_kind {
         REPL_OP_VERIFY = 6,
         REPL_OP_STATE = 7,    /* identity and role */
         REPL_OP_LU_STATE = 8, /* a state record of the logical unit */
+        REPL_OP_RESIZE = 9,   /* the LUN grew (off: its new size) */
 };
 
 #define REPL_HEAD_INLINE 96 /* frame header + a Write message fit here */
@@ -258,6 +259,10 @@ void repl_on_forward_reply(struct repl_lun *r, const struct Tandem__Repl__Forwar
 /* Waits until no forwarded command of the peer runs here (the LUN is stopping). */
 void repl_forward_wait_idle(struct repl_lun *r);
 
+/* repl_grow.c: the Secondary's side of an online resize (data channel, in order). */
+struct Tandem__Repl__Resize;
+int repl_apply_resize(struct repl_lun *r, const struct Tandem__Repl__Resize *m);
+
 /* repl_stpg.c: SET TARGET PORT GROUPS (the medium's request_active). */
 void repl_request_active(struct tdm_medium *m, struct tdm_mio *io);
 /* Waits until no move is under way (the LUN is stopping: the mover gives up soon). */
@@ -269,8 +274,10 @@ extern const struct tdm_medium_ops repl_medium_ops;
 void repl_publish_access(struct repl_lun *r);
 /*
  * The ack for every request up to seq arrived (error: that seq failed on the peer).
- * -EPROTO for an ack of a seq never sent.
+ * -EPROTO for an ack of a seq never sent; REPL_ACKED_REFUSED_RESIZE when the failed one was
+ * a resize the peer refused (its disk is fine); else 0.
  */
+#define REPL_ACKED_REFUSED_RESIZE 1
 int repl_acked(struct repl_lun *r, uint64_t seq, int error);
 /* When the oldest request still waiting for its ack was sent (0: none). */
 uint64_t repl_oldest_inflight_ns(struct repl_lun *r);

@@ -37,6 +37,8 @@ static enum repl_op_kind op_kind(enum tdm_mio_op op)
                 return REPL_OP_UNMAP;
         case TDM_MIO_STATE:
                 return REPL_OP_LU_STATE;
+        case TDM_MIO_GROW:
+                return REPL_OP_RESIZE;
         default:
                 return REPL_OP_FLUSH;
         }
@@ -121,6 +123,12 @@ static int queue_change_locked(struct repl_lun *r, struct repl_write *w)
                 return queue_lu_state_locked(r, req, (unsigned)w->io->off, w->io->buf,
                                              (uint32_t)w->io->len, w->io->flags & TDM_MIO_PERSIST,
                                              false);
+        if (req->kind == REPL_OP_RESIZE) {
+                Tandem__Repl__Resize m = TANDEM__REPL__RESIZE__INIT;
+                m.size_bytes = w->io->off;
+                return repl_queue_data_locked(r, req, TANDEM__REPL__MSG_TYPE__MSG_RESIZE, &m, NULL,
+                                              0);
+        }
         if (req->kind == REPL_OP_FLUSH) {
                 Tandem__Repl__Flush m = TANDEM__REPL__FLUSH__INIT;
                 return repl_queue_data_locked(r, req, TANDEM__REPL__MSG_TYPE__MSG_FLUSH, &m, NULL,
@@ -155,6 +163,12 @@ static void replicate(struct repl_lun *r, struct repl_write *w)
                         repl_write_part_done(w, rc);
                         repl_write_part_done(w, 0);
                 }
+                return;
+        }
+        if (req->kind == REPL_OP_RESIZE) { /* a peer that did not grow would not fit */
+                pthread_mutex_unlock(&r->send_lock);
+                repl_write_part_done(w, -ENOTCONN);
+                repl_write_part_done(w, 0);
                 return;
         }
         if (r->outdating) {
@@ -238,8 +252,9 @@ static void repl_submit(struct tdm_medium *m, struct tdm_mio *io)
         w->req.w = w;
         w->req.kind = op_kind(io->op);
         w->req.off = io->off;
-        w->req.len = io->op == TDM_MIO_FLUSH ? 0 : io->len; /* a state record: its bytes */
-        atomic_init(&w->pending, 4);                        /* local, peer, sender, starting */
+        /* A state record: its bytes; a flush and a grow: none. */
+        w->req.len = io->op == TDM_MIO_FLUSH || io->op == TDM_MIO_GROW ? 0 : io->len;
+        atomic_init(&w->pending, 4); /* local, peer, sender, starting */
         if (!is_change(w->req.kind) || w->req.len == 0) {
                 start_both(w);
                 return;
@@ -304,15 +319,18 @@ int repl_acked(struct repl_lun *r, uint64_t seq, int error)
         if (!r->inflight_head)
                 r->inflight_tail = NULL;
         pthread_mutex_unlock(&r->send_lock);
+        int result = 0;
         while (done) {
                 struct repl_req *req = done;
                 done = req->next;
+                if (error && req->seq == seq && req->kind == REPL_OP_RESIZE)
+                        result = REPL_ACKED_REFUSED_RESIZE;
                 repl_req_complete(r, req, req->seq == seq ? error : 0, true);
         }
         pthread_mutex_lock(&r->lock);
         pthread_cond_broadcast(&r->cond); /* the resync window */
         pthread_mutex_unlock(&r->lock);
-        return 0;
+        return result;
 }
 
 uint64_t repl_oldest_inflight_ns(struct repl_lun *r)

@@ -40,6 +40,9 @@ static int set_seq(uint8_t type, void *msg, uint64_t seq)
         case TANDEM__REPL__MSG_TYPE__MSG_LU_STATE:
                 ((Tandem__Repl__LuState *)msg)->seq = seq;
                 return 0;
+        case TANDEM__REPL__MSG_TYPE__MSG_RESIZE:
+                ((Tandem__Repl__Resize *)msg)->seq = seq;
+                return 0;
         default:
                 return -EINVAL;
         }
@@ -116,7 +119,8 @@ int repl_queue_data_locked(struct repl_lun *r, struct repl_req *req, uint8_t typ
         if (was_empty)
                 pthread_cond_signal(&r->out_cond);
         if (req->kind != REPL_OP_RESYNC && req->kind != REPL_OP_VERIFY &&
-            req->kind != REPL_OP_STATE && req->kind != REPL_OP_LU_STATE)
+            req->kind != REPL_OP_STATE && req->kind != REPL_OP_LU_STATE &&
+            req->kind != REPL_OP_RESIZE)
                 atomic_fetch_add_explicit(&r->writes_replicated, 1, memory_order_relaxed);
         return 0;
 }

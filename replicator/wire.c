@@ -59,6 +59,7 @@ static const struct msg_type_info msg_types[] = {
     [TANDEM__REPL__MSG_TYPE__MSG_FORWARD] = {"FORWARD", &tandem__repl__forward__descriptor},
     [TANDEM__REPL__MSG_TYPE__MSG_FORWARD_REPLY] = {"FORWARD_REPLY",
                                                    &tandem__repl__forward_reply__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_RESIZE] = {"RESIZE", &tandem__repl__resize__descriptor},
 };
 
 const ProtobufCMessageDescriptor *repl_msg_descriptor(uint8_t type)

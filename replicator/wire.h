@@ -30,6 +30,7 @@
 #define REPL_PAYLOAD_MAX           (16u * 1024 * 1024) /* largest raw payload accepted */
 #define REPL_FEATURE_VERIFY_SHA256 0x1ull              /* feature bits we offer */
 #define REPL_FEATURE_FORWARD       0x2ull /* runs a Secondary's forwarded PR OUT (Forward) */
+#define REPL_FEATURE_RESIZE        0x4ull /* grows with the Primary (Resize) */
 
 struct repl_frame {
         uint8_t type;

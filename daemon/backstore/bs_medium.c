@@ -77,10 +77,44 @@ static void state_done(struct net_work *w)
         tdm_mio_complete(io, io->result);
 }
 
+/* Growing: a file is extended, a device must already be large enough (lvextend). */
+static int grow(struct tdm_mio *io)
+{
+        struct tdm_medium *m = io->medium;
+        struct bs_dev *bs = ((struct bs_medium *)m)->bs;
+        uint64_t want = io->off, have = 0;
+        if (want < tdm_medium_size(m))
+                return -EINVAL; /* never shrinks */
+        int rc = bs_probe_size(bs, &have);
+        if (rc == 0 && have < want)
+                rc = bs->is_blockdev ? -ENOSPC : bs_set_file_size(bs, want);
+        else if (rc == 0 && bs->is_blockdev)
+                rc = bs_refresh_size(bs);
+        if (rc == 0)
+                atomic_store(&m->size, want);
+        return rc;
+}
+
+static void grow_run(struct net_work *w)
+{
+        struct tdm_mio *io = bs_io_of_work(w);
+        io->result = grow(io);
+}
+
 static void bsm_submit(struct tdm_medium *m, struct tdm_mio *io)
 {
         struct bs_medium *b = (struct bs_medium *)m;
         io->impl_state = 0;
+        if (io->op == TDM_MIO_GROW) {
+                if (!io->loop) {
+                        tdm_mio_complete(io, grow(io));
+                        return;
+                }
+                io->work.run = grow_run;
+                io->work.done = state_done;
+                net_pool_submit(&io->work);
+                return;
+        }
         if (io->op == TDM_MIO_STATE) {
                 if (!io->loop) {
                         tdm_mio_complete(io, state_put(io));

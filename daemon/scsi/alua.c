@@ -101,6 +101,7 @@ void scsi_lun_alua_init(struct scsi_lun *lun)
         lun->medium->access_changed = alua_access_changed;
         lun->medium->state_changed = scsi_lun_state_changed;
         lun->medium->forwarded = scsi_lun_forwarded;
+        lun->medium->size_changed = scsi_lun_medium_grew;
 }
 
 uint16_t scsi_alua_local_group(const struct tdm_access *a)

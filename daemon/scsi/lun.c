@@ -84,6 +84,7 @@ void scsi_lun_put(struct scsi_lun *lun)
         lun->medium->access_changed = NULL;
         lun->medium->state_changed = NULL;
         lun->medium->forwarded = NULL;
+        lun->medium->size_changed = NULL;
         tdm_medium_destroy(lun->medium); /* waits for a forwarded command still running */
         scsi_lun_state_fini(lun);
         free(priv->name);
@@ -268,6 +269,12 @@ int scsi_lun_grow(struct scsi_lun *lun, uint64_t num_blocks)
         atomic_store(&lun->num_blocks, num_blocks);
         scsi_lun_raise_ua(lun, SCSI_UA_CAPACITY_CHANGED, 0);
         return 0;
+}
+
+void scsi_lun_medium_grew(void *arg)
+{
+        struct scsi_lun *lun = arg;
+        scsi_lun_grow(lun, tdm_medium_size(lun->medium) / lun->block_size);
 }
 
 /*

@@ -212,6 +212,8 @@ enum scsi_reason scsi_stpg_decide(const struct scsi_stpg_groups *g, const uint8_
 enum scsi_reason spc_set_target_port_groups(struct scsi_task *task);
 
 /* lun.c */
+/* The medium's size_changed callback: the LUN takes the medium's size (scsi_lun_grow). */
+void scsi_lun_medium_grew(void *arg);
 void scsi_lun_count_bytes(struct scsi_lun *lun, bool is_write, uint64_t bytes);
 /* LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT of READ CAPACITY(16) (see lun.c: 0 by default). */
 uint8_t scsi_lun_lbppb_exponent(const struct scsi_lun *lun);

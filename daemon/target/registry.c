@@ -823,12 +823,40 @@ static int resize_plan_device(const struct tdm_lun_cfg *l, struct scsi_lun *sl, 
  * Prepare (grow the file: initiators cannot address the new blocks yet), save, then apply;
  * a failed save shrinks the file back to what it was.
  */
+/*
+ * A replicated LUN: saved first, then grown on both nodes by the replicator (this node's store
+ * too); a grow that fails puts the saved size back. Only the Primary grows the pair.
+ */
+static int resize_commit_replicated(struct tdm_config *copy, struct repl_lun *r,
+                                    struct scsi_lun *sl, const struct resize_plan *p, char *err,
+                                    size_t errlen)
+{
+        int rc = edit_commit_file(copy, err, errlen);
+        if (rc < 0)
+                return rc;
+        char why[256] = "";
+        rc = repl_lun_grow(r, p->new_bytes, lun_dev(sl)->is_blockdev, why, sizeof(why));
+        if (rc < 0) {
+                char undo[256] = "";
+                if (persist(&reg.cfg, undo, sizeof(undo)) < 0)
+                        log_err("admin: the config file keeps the new size: %s", undo);
+                return fail(err, errlen, rc, "lun", "LUN %" PRIu64 " is replicated: %s", sl->id,
+                            why);
+        }
+        scsi_lun_grow(sl, p->new_bytes / sl->block_size);
+        publish_config(copy);
+        return 0;
+}
+
 static int resize_commit(struct tdm_config *copy, const char *iqn, struct scsi_lun *sl,
                          const struct resize_plan *p, char *err, size_t errlen)
 {
         int rc = tdm_config_set_lun_size(copy, iqn, sl->id, p->config_size, err, errlen);
         if (rc < 0)
                 return rc;
+        struct repl_lun *r = repl_lun_from_medium(sl->medium);
+        if (r)
+                return resize_commit_replicated(copy, r, sl, p, err, errlen);
         struct bs_dev *bs = lun_dev(sl);
         bool grow_file = !bs->is_blockdev && p->new_bytes > p->file_before;
         if (grow_file && (rc = bs_set_file_size(bs, p->new_bytes)) < 0)
@@ -871,13 +899,6 @@ int tdm_registry_lun_resize(const char *iqn, uint64_t lun, uint64_t size, uint64
         if (!sl)
                 return edit_end(&copy, fail(err, errlen, -ENODEV, "lun",
                                             "LUN %" PRIu64 " of %s is not open", lun, t->iqn));
-        if (repl_lun_from_medium(sl->medium)) {
-                scsi_lun_put(sl);
-                return edit_end(&copy, fail(err, errlen, -EOPNOTSUPP, "lun",
-                                            "LUN %" PRIu64 " is replicated: growing a replicated "
-                                            "LUN is not supported yet",
-                                            lun));
-        }
         struct resize_plan p = {.old_bytes = atomic_load(&sl->num_blocks) * sl->block_size};
         char path[sizeof(l->path)];
         snprintf(path, sizeof(path), "%s", l->path);

@@ -36,6 +36,12 @@ enum tdm_mio_op {
          * durable on disk there too with TDM_MIO_PERSIST. Ordered with the data.
          */
         TDM_MIO_STATE = 5,
+        /*
+         * The medium grows to off bytes (len unused): a file is extended (sparse), a block
+         * device's size is read again and must be at least off. Done when every copy has
+         * grown; never shrinks. A thread that may block submits it (admin).
+         */
+        TDM_MIO_GROW = 6,
 };
 
 #define TDM_MIO_FUA     0x1u /* the write is durable when it completes */
@@ -187,6 +193,9 @@ struct tdm_medium {
          * thread that may block. Set once by the layer above; same arg as access_changed. */
         void (*forwarded)(void *arg, const struct tdm_forward_cmd *cmd,
                           struct tdm_forward_result *res);
+        /* Told when the medium grew other than through this node's own request (the Primary
+         * grew a replicated LUN); any thread. Same arg as access_changed. */
+        void (*size_changed)(void *arg);
 };
 
 /* For implementations: set up the common part. */

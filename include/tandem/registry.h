@@ -63,6 +63,8 @@ int tdm_registry_lun_del(const char *iqn, uint64_t lun, char *err, size_t errlen
  * (either may be NULL) receive the LUN's size in bytes before and after.
  * At start (init, lun_add) a LUN always exposes its whole file or device, so one that grew
  * while tandemd was down comes up with its real size; a configured size is a minimum.
+ * A replicated LUN grows only on its Primary, with the peer connected: both nodes' stores
+ * and metadata grow (repl_lun_grow), or nothing changes but this node's file length.
  */
 int tdm_registry_lun_resize(const char *iqn, uint64_t lun, uint64_t size, uint64_t *old_size,
                             uint64_t *new_size, char *err, size_t errlen);

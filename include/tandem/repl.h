@@ -138,5 +138,14 @@ void repl_quiesce_all(void);
  * refuses changes) until the LUN's last reference destroys it.
  */
 void repl_lun_stop(struct repl_lun *r);
+/*
+ * Control thread: grows the replicated LUN to size bytes on both nodes (this node's store,
+ * then the peer's, then both bitmaps). Only a Primary connected to an UpToDate peer; the
+ * peer extends a file itself, a block device must be grown there first. new_range_differs:
+ * this node's new range is not known to equal the peer's (a block device): it is marked out
+ * of sync. 0 or -errno with err saying why (nothing changed but this node's store).
+ */
+int repl_lun_grow(struct repl_lun *r, uint64_t size, bool new_range_differs, char *err,
+                  size_t errlen);
 
 #endif

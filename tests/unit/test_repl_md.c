@@ -147,10 +147,44 @@ START_TEST(test_identity_refused)
         ck_assert_ptr_nonnull(strstr(err, "node id"));
         ck_assert_int_eq(open_fail(1 << 20, 1, 5, false), -EINVAL);
         ck_assert_ptr_nonnull(strstr(err, "peer"));
-        ck_assert_int_eq(open_fail(2 << 20, 1, 2, true), -EINVAL);
+        /* Smaller than the metadata covers: the LUN shrank, refused. */
+        ck_assert_int_eq(open_fail(1 << 19, 1, 2, true), -EINVAL);
         ck_assert_ptr_nonnull(strstr(err, "size changed"));
         unlink(path);
         ck_assert_int_eq(open_fail(1 << 20, 1, 2, false), -ENOENT);
+}
+END_TEST
+
+/* Online resize: the bitmap grows, durably; at open a larger LUN grows it with the new range
+ * out of sync (a crash inside a resize). */
+START_TEST(test_grow)
+{
+        struct repl_md *md = open_md(1 << 20, true, NULL);
+        repl_md_set_dirty(md, 4096, 4096); /* bit 1 */
+        ck_assert_int_eq(repl_md_flush_bitmap(md), 0);
+        ck_assert_int_eq(repl_md_grow(md, 1 << 19, false), -EINVAL); /* never shrinks */
+        ck_assert_int_eq(repl_md_grow(md, 3 << 20, false), 0);
+        ck_assert_uint_eq(repl_md_bits(md), 768);
+        ck_assert_uint_eq(repl_md_dirty_bits(md), 1);
+        repl_md_set_dirty(md, (3 << 20) - 4096, 4096); /* the last bit: in range now */
+        ck_assert(repl_md_test_bit(md, 767));
+        ck_assert_int_eq(repl_md_close(md), 0);
+        md = open_md(3 << 20, false, NULL);
+        struct repl_md_super r;
+        repl_md_get_super(md, &r);
+        ck_assert_uint_eq(r.size_bytes, 3 << 20);
+        ck_assert_uint_eq(repl_md_dirty_bits(md), 2);
+        ck_assert(repl_md_test_bit(md, 1) && repl_md_test_bit(md, 767));
+        ck_assert_int_eq(repl_md_close(md), 0);
+        /* Opened for a larger LUN: grown, the new 1 MiB (256 bits) out of sync. */
+        md = open_md(4 << 20, false, NULL);
+        ck_assert_uint_eq(repl_md_bits(md), 1024);
+        ck_assert_uint_eq(repl_md_dirty_bits(md), 2 + 256);
+        ck_assert(repl_md_test_bit(md, 768) && repl_md_test_bit(md, 1023));
+        ck_assert_int_eq(repl_md_close(md), 0);
+        md = open_md(4 << 20, false, NULL);
+        ck_assert_uint_eq(repl_md_dirty_bits(md), 2 + 256);
+        ck_assert_int_eq(repl_md_close(md), 0);
 }
 END_TEST
 
@@ -681,6 +715,7 @@ static Suite *md_suite(void)
         tcase_set_timeout(tc, 60);
         tcase_add_test(tc, test_create_and_reopen);
         tcase_add_test(tc, test_identity_refused);
+        tcase_add_test(tc, test_grow);
         tcase_add_test(tc, test_torn_super_falls_back);
         tcase_add_test(tc, test_corrupt_files);
         tcase_add_test(tc, test_corrupt_al_after_crash);

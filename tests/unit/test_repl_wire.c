@@ -11,7 +11,7 @@
 
 #include "../../replicator/wire.h"
 
-#define N_TYPES 20 /* MSG_HELLO .. MSG_FORWARD_REPLY */
+#define N_TYPES 21 /* MSG_HELLO .. MSG_RESIZE */
 
 static void pair(int sv[2])
 {
@@ -107,7 +107,7 @@ START_TEST(test_decode_rejects)
         ck_assert_str_eq(why, "unknown message type 0");
         repl_frame_encode(hdr, N_TYPES + 1, 0, 0);
         ck_assert_int_eq(decode_why(hdr, &why), -EPROTO);
-        ck_assert_str_eq(why, "unknown message type 21");
+        ck_assert_str_eq(why, "unknown message type 22");
 
         repl_frame_encode(hdr, TANDEM__REPL__MSG_TYPE__MSG_WRITE, REPL_MSG_MAX, REPL_PAYLOAD_MAX);
         ck_assert_int_eq(decode_why(hdr, &why), 0);
