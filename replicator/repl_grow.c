@@ -91,8 +91,8 @@ int repl_lun_grow(struct repl_lun *r, uint64_t size, bool new_range_differs, cha
         struct tdm_mio io = {.op = TDM_MIO_GROW, .off = size};
         rc = tdm_medium_run(&r->medium, &io); /* this node's store and the peer's */
         if (rc < 0) {
-                log_warn("replication %s lun %" PRIu64 ": growing to %" PRIu64 " bytes: %s",
-                         r->iqn, r->lun_id, size, strerror(-rc));
+                log_warn("replication %s lun %" PRIu64 ": growing to %" PRIu64 " bytes: %s", r->iqn,
+                         r->lun_id, size, strerror(-rc));
                 snprintf(err, errlen, "%s",
                          rc == -ENOTCONN ? "the peer left while growing: nothing changed"
                                          : "the peer could not grow its store (a block device "
