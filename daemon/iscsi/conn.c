@@ -227,6 +227,9 @@ void iscsi_conn_tick(struct iscsi_conn *c, uint64_t now_ns)
                          "dropping the connection",
                          (unsigned long long)c->tx_queued_bytes, out_s);
                 iscsi_refusal_log(ISCSI_REFUSE_OUTPUT_TIMEOUT, c->peer, what);
+                /* Reset, not FIN: the kernel would otherwise keep the unread output queued. */
+                struct linger lg = {.l_onoff = 1, .l_linger = 0};
+                setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
                 atomic_store(&c->kill, true);
                 return;
         }
