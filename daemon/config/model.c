@@ -28,6 +28,15 @@ const struct cfg_iscsi_rule cfg_iscsi_rules[] = {
     ISCSI_RULE("nop_interval", nop_interval_s, 0, 3600),
     ISCSI_RULE("nop_timeout", nop_timeout_s, 1, 60),
     ISCSI_RULE("login_timeout", login_timeout_s, 1, 300),
+    ISCSI_RULE("max_sessions", max_sessions, 1, 65535),
+    ISCSI_RULE("max_sessions_per_initiator", max_sessions_per_initiator, 1, 65535),
+    ISCSI_RULE("max_pending_logins", max_pending_logins, 1, 65535),
+    ISCSI_RULE("login_rate", login_rate, 1, 100000),
+    ISCSI_RULE("login_burst", login_burst, 1, 100000),
+    ISCSI_RULE("max_conn_output", max_conn_output, 1u << 20, 1u << 30),
+    /* A whole 16 MiB command (ISCSI_MAX_XFER) must fit, or it could never be admitted. */
+    ISCSI_RULE("max_conn_write_data", max_conn_write_data, 16u << 20, 2u << 30),
+    ISCSI_RULE("output_timeout", output_timeout_s, 1, 3600),
 };
 const size_t cfg_n_iscsi_rules = sizeof(cfg_iscsi_rules) / sizeof(cfg_iscsi_rules[0]);
 
@@ -56,6 +65,14 @@ void tdm_config_defaults(struct tdm_config *cfg)
         cfg->iscsi.nop_interval_s = TDM_DEFAULT_NOP_INTERVAL_S;
         cfg->iscsi.nop_timeout_s = TDM_DEFAULT_NOP_TIMEOUT_S;
         cfg->iscsi.login_timeout_s = TDM_DEFAULT_LOGIN_TIMEOUT_S;
+        cfg->iscsi.max_sessions = TDM_DEFAULT_MAX_SESSIONS;
+        cfg->iscsi.max_sessions_per_initiator = TDM_DEFAULT_MAX_SESSIONS_PER_INIT;
+        cfg->iscsi.max_pending_logins = TDM_DEFAULT_MAX_PENDING_LOGINS;
+        cfg->iscsi.login_rate = TDM_DEFAULT_LOGIN_RATE;
+        cfg->iscsi.login_burst = TDM_DEFAULT_LOGIN_BURST;
+        cfg->iscsi.max_conn_output = TDM_DEFAULT_MAX_CONN_OUTPUT;
+        cfg->iscsi.max_conn_write_data = TDM_DEFAULT_MAX_CONN_WRITE_DATA;
+        cfg->iscsi.output_timeout_s = TDM_DEFAULT_OUTPUT_TIMEOUT_S;
         snprintf(cfg->cluster.group, sizeof(cfg->cluster.group), "%s", TDM_DEFAULT_CLUSTER_GROUP);
 }
 

@@ -83,10 +83,25 @@ static int parse_log(struct cfg_parser *p, const config_setting_t *s)
 
 static int parse_iscsi(struct cfg_parser *p, const config_setting_t *s)
 {
-        static const char *const keys[] = {
-            "max_recv_dsl",   "max_burst",           "first_burst", "initial_r2t",
-            "immediate_data", "max_outstanding_r2t", "queue_depth", "nop_interval",
-            "nop_timeout",    "login_timeout",       NULL};
+        static const char *const keys[] = {"max_recv_dsl",
+                                           "max_burst",
+                                           "first_burst",
+                                           "initial_r2t",
+                                           "immediate_data",
+                                           "max_outstanding_r2t",
+                                           "queue_depth",
+                                           "nop_interval",
+                                           "nop_timeout",
+                                           "login_timeout",
+                                           "max_sessions",
+                                           "max_sessions_per_initiator",
+                                           "max_pending_logins",
+                                           "login_rate",
+                                           "login_burst",
+                                           "max_conn_output",
+                                           "max_conn_write_data",
+                                           "output_timeout",
+                                           NULL};
         struct tdm_iscsi_cfg *c = &p->cfg->iscsi;
         char f[FIELD_MAX];
         const config_setting_t *m;

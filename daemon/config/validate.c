@@ -92,6 +92,10 @@ static int validate_iscsi(const struct tdm_iscsi_cfg *c, char *err, size_t errle
                 return cfg_fail(err, errlen, -EINVAL, "iscsi.first_burst",
                                 "must not exceed iscsi.max_burst (%u), got %u", c->max_burst,
                                 c->first_burst);
+        if (c->max_sessions_per_initiator > c->max_sessions)
+                return cfg_fail(err, errlen, -EINVAL, "iscsi.max_sessions_per_initiator",
+                                "must not exceed iscsi.max_sessions (%u), got %u", c->max_sessions,
+                                c->max_sessions_per_initiator);
         return 0;
 }
 

@@ -14,6 +14,7 @@
 
 #include "tandem/byteorder.h"
 #include "conn.h"
+#include "limits.h"
 #include "tandem/log.h"
 
 #define RX_INITIAL (64 * 1024)
@@ -83,7 +84,11 @@ struct iscsi_conn *iscsi_conn_create(struct iscsi_worker *w, int fd)
                 sockaddr_format(&ss, c->portal, sizeof(c->portal));
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        c->login_env.limits = iscsi_worker_cfg(w);
+        const struct tdm_iscsi_cfg *cfg = iscsi_worker_cfg(w);
+        c->output_high = cfg->max_conn_output ? cfg->max_conn_output : TDM_DEFAULT_MAX_CONN_OUTPUT;
+        c->write_data_max =
+            cfg->max_conn_write_data ? cfg->max_conn_write_data : TDM_DEFAULT_MAX_CONN_WRITE_DATA;
+        c->login_env.limits = cfg;
         c->login_env.lookup_target = login_lookup_target;
         c->login_env.discovery_auth = login_discovery_auth;
         c->login_env.alloc_tsih = iscsi_session_alloc_tsih;
@@ -98,8 +103,18 @@ struct iscsi_conn *iscsi_conn_create(struct iscsi_worker *w, int fd)
         return c;
 }
 
+/* The connection no longer counts among those logging in (admission.c). */
+static void pending_login_over(struct iscsi_conn *c)
+{
+        if (!c->pending_login)
+                return;
+        c->pending_login = false;
+        iscsi_pending_login_done();
+}
+
 void iscsi_conn_destroy(struct iscsi_conn *c)
 {
+        pending_login_over(c);
         iscsi_conn_drop_tasks(c);
         while (c->tx_head) {
                 struct iscsi_tx *tx = c->tx_head;
@@ -158,11 +173,23 @@ int iscsi_conn_login_pdu(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t
         if (rc < 0)
                 return rc;
         if (c->login.complete && !rep.close_after) {
-                c->sess = iscsi_session_create(c, &c->login);
-                if (!c->sess) {
+                int refusal = -1;
+                char refused[192];
+                c->sess = iscsi_session_create(c, &c->login, &refusal, refused, sizeof(refused));
+                if (!c->sess && refusal < 0) {
                         iscsi_pdu_reply_free(&rep);
                         return -ENOMEM;
                 }
+                if (!c->sess) {
+                        /* RFC 7143 11.13.5: 03/02, the target is out of session resources. */
+                        iscsi_pdu_reply_free(&rep);
+                        iscsi_refusal_log((enum iscsi_refusal)refusal, c->peer, refused);
+                        iscsi_login_refuse(&c->login, bhs, ISCSI_LOGIN_OUT_OF_RESOURCES, &rep);
+                        queue_login_reply(c, &rep);
+                        return 0;
+                }
+                pending_login_over(c);
+                iscsi_admission_logged_in(c->fd);
                 c->state = ISCSI_CONN_FFP;
                 log_info(
                     "%s: login of %s to %s complete (tsih %u)", c->peer, c->login.initiator_name,
@@ -180,10 +207,30 @@ void iscsi_conn_tick(struct iscsi_conn *c, uint64_t now_ns)
         if (c->state == ISCSI_CONN_LOGIN) {
                 if (cfg->login_timeout_s &&
                     now_ns - c->login_start_ns > cfg->login_timeout_s * sec) {
-                        log_warn("%s: login not finished within %u s: closing", c->peer,
+                        char what[96];
+                        snprintf(what, sizeof(what),
+                                 "login not finished within %u s (iscsi.login_timeout): closing",
                                  cfg->login_timeout_s);
+                        iscsi_refusal_log(ISCSI_REFUSE_LOGIN_TIMEOUT, c->peer, what);
                         atomic_store(&c->kill, true);
                 }
+                return;
+        }
+        uint32_t out_s =
+            cfg->output_timeout_s ? cfg->output_timeout_s : TDM_DEFAULT_OUTPUT_TIMEOUT_S;
+        if (c->tx_head && now_ns > c->tx_moved_ns &&
+            now_ns - c->tx_moved_ns > (uint64_t)out_s * sec) {
+                /* Its TCP window stayed shut: it holds our output (and its tasks) for nothing. */
+                char what[160];
+                snprintf(what, sizeof(what),
+                         "%llu bytes of output not taken for %u s (iscsi.output_timeout): "
+                         "dropping the connection",
+                         (unsigned long long)c->tx_queued_bytes, out_s);
+                iscsi_refusal_log(ISCSI_REFUSE_OUTPUT_TIMEOUT, c->peer, what);
+                /* Reset, not FIN: the kernel would otherwise keep the unread output queued. */
+                struct linger lg = {.l_onoff = 1, .l_linger = 0};
+                setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+                atomic_store(&c->kill, true);
                 return;
         }
         if (c->state == ISCSI_CONN_LOGOUT) {

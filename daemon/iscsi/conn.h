@@ -22,11 +22,12 @@ struct iscsi_conn;
 #define ISCSI_MAX_XFER  (16u * 1024 * 1024) /* the Block Limits MAXIMUM TRANSFER LENGTH */
 #define ISCSI_TASK_HASH 256
 /* Per-connection bounds on what a hostile or slow initiator can make us hold. */
-#define ISCSI_TX_QUEUE_HIGH  (64u * 1024 * 1024)  /* stop reading above this much queued output */
-#define ISCSI_TX_QUEUE_LOW   (16u * 1024 * 1024)  /* and resume below this */
-#define ISCSI_COLLECT_MAX    (256u * 1024 * 1024) /* write data being collected at once */
-#define ISCSI_TASKS_HIGH     4096u                /* answered tasks whose PDUs are not sent yet */
-#define ISCSI_COLLECTING_MAX 1024u                /* tasks waiting for Data-Out at once */
+/*
+ * The byte bounds are configured (iscsi.max_conn_output: stop reading above it, resume below
+ * a quarter; iscsi.max_conn_write_data: write data held at once); the task counts are fixed.
+ */
+#define ISCSI_TASKS_HIGH     4096u /* answered tasks whose PDUs are not sent yet */
+#define ISCSI_COLLECTING_MAX 1024u /* tasks waiting for Data-Out at once */
 
 enum iscsi_task_state {
         ISCSI_TASK_COLLECTING, /* waiting for Data-Out */
@@ -135,9 +136,12 @@ struct iscsi_conn {
         struct iscsi_tx *tx_pool;
         uint32_t tx_pooled;
         uint64_t tx_queued_bytes;
+        uint64_t tx_moved_ns; /* output last taken by the initiator, or first queued */
+        uint64_t output_high; /* iscsi.max_conn_output */
         bool rx_paused;
-        uint64_t collect_bytes; /* sum of wbuf sizes of tasks collecting Data-Out */
-        uint64_t refused_full;  /* writes answered TASK SET FULL (logged sparsely) */
+        uint64_t collect_bytes;  /* write data held by the connection's tasks (wbuf sizes) */
+        uint64_t write_data_max; /* iscsi.max_conn_write_data */
+        uint64_t refused_full;   /* writes answered TASK SET FULL (logged sparsely) */
         bool want_write;
 
         /* Tasks waiting for Data-Out, by ITT. */
@@ -150,6 +154,7 @@ struct iscsi_conn {
         /* Liveness. */
         uint64_t last_rx_ns;
         uint64_t login_start_ns;
+        bool pending_login;   /* counted in the admission's pending logins */
         uint64_t nop_sent_ns; /* 0 = no ping outstanding */
         uint32_t nop_ttt;
 
@@ -229,7 +234,12 @@ int iscsi_text(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data, ui
 void iscsi_send_nop_ping(struct iscsi_conn *c);
 
 /* session.c */
-struct iscsi_session *iscsi_session_create(struct iscsi_conn *c, struct iscsi_login *l);
+/*
+ * The session of a finished login, or NULL: out of memory, or (*refusal set, a log line in
+ * refused) over iscsi.max_sessions or iscsi.max_sessions_per_initiator.
+ */
+struct iscsi_session *iscsi_session_create(struct iscsi_conn *c, struct iscsi_login *l,
+                                           int *refusal, char *refused, size_t refused_len);
 void iscsi_session_destroy(struct iscsi_session *s);
 uint16_t iscsi_session_alloc_tsih(void *arg);
 /* Ends every session on target t (other than the one of except): cold reset. */

@@ -112,6 +112,17 @@ static int login_fail(struct iscsi_login *l, const uint8_t *req, uint16_t status
         return 0;
 }
 
+void iscsi_login_refuse(struct iscsi_login *l, const uint8_t *req, uint16_t status,
+                        struct iscsi_pdu_reply *rep)
+{
+        const struct iscsi_login_req_hdr *q = (const struct iscsi_login_req_hdr *)req;
+        memset(rep, 0, sizeof(*rep));
+        fill_response(l, req, (uint8_t)(q->flags & 0x0c), be16_get(q->tsih), status, 0, rep->bhs);
+        rep->close_after = true;
+        l->failed = true;
+        l->complete = false;
+}
+
 /* A success-class response; every one of them takes a StatSN. */
 static void login_respond(struct iscsi_login *l, const struct login_req *rq, uint8_t flags,
                           uint16_t tsih, uint8_t *data, uint32_t len, struct iscsi_pdu_reply *rep)

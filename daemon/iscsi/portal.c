@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "limits.h"
 #include "tandem/bufcache.h"
 #include "tandem/clock.h"
 #include "tandem/iscsi_portal.h"
@@ -121,7 +122,9 @@ static void dirty_unlink(struct iscsi_worker *w, struct iscsi_conn *c)
 
 static void conn_close(struct iscsi_worker *w, struct iscsi_conn *c, int why)
 {
-        if (why != -ECONNRESET || c->state == ISCSI_CONN_FFP)
+        /* A login the timeout ended was logged (once per address) by the tick. */
+        bool quiet = why == -ECONNRESET || (why == -ETIMEDOUT && c->state == ISCSI_CONN_LOGIN);
+        if (!quiet || c->state == ISCSI_CONN_FFP)
                 log_info("%s: connection closed (%s)", c->peer,
                          why == -ECONNRESET ? "by peer or logout" : strerror(-why));
         net_loop_del(w->loop, &c->handler);
@@ -209,14 +212,17 @@ static void adopt(struct net_post *p)
         int fd = m->fd;
         free(m);
         if (w->stopping) {
+                iscsi_pending_login_done();
                 close(fd);
                 return;
         }
         struct iscsi_conn *c = iscsi_conn_create(w, fd);
         if (!c) {
+                iscsi_pending_login_done();
                 close(fd);
                 return;
         }
+        c->pending_login = true; /* admitted by hand_to_worker: counted until login ends */
         c->handler.fd = fd;
         c->handler.fn = on_conn_event;
         if (net_loop_add(w->loop, &c->handler, EPOLLIN) < 0) {
@@ -306,6 +312,7 @@ int iscsi_workers_start(unsigned n, const struct tdm_iscsi_cfg *cfg, const struc
         workers = calloc(n, sizeof(*workers));
         if (!workers)
                 return -ENOMEM;
+        iscsi_admission_configure(cfg);
         for (unsigned i = 0; i < n; i++) {
                 int rc = worker_start(&workers[i], i, cfg);
                 n_workers = i + 1;
@@ -351,9 +358,14 @@ void iscsi_workers_stop(void)
 static void hand_to_worker(void *arg, int fd)
 {
         (void)arg;
+        if (!iscsi_admit_connection(fd)) {
+                close(fd);
+                return;
+        }
         struct adopt_msg *m = calloc(1, sizeof(*m));
         if (!m || n_workers == 0) {
                 free(m);
+                iscsi_pending_login_done();
                 close(fd);
                 return;
         }

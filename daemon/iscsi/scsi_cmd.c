@@ -431,7 +431,7 @@ int iscsi_scsi_cmd(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data
                 }
                 bufsz = len;
         }
-        if (c->collect_bytes + bufsz > ISCSI_COLLECT_MAX ||
+        if (c->collect_bytes + bufsz > c->write_data_max ||
             c->tasks_collecting >= ISCSI_COLLECTING_MAX) {
                 /* Too much write data held for this initiator: it retries when some completes. */
                 if (c->refused_full++ % 1024 == 0)

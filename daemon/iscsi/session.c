@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include "conn.h"
+#include "limits.h"
 #include "tandem/log.h"
 #include "tandem/scsi_nexus.h"
 #include "tandem/session_info.h"
@@ -26,6 +27,14 @@ uint16_t iscsi_session_alloc_tsih(void *arg)
         return tsih;
 }
 
+/* The session fresh would replace (reinstatement), which therefore does not count. */
+static bool replaced_by(const struct iscsi_session *s, const struct iscsi_session *fresh)
+{
+        return s->type == fresh->type && memcmp(s->isid, fresh->isid, 6) == 0 &&
+               strcmp(s->initiator, fresh->initiator) == 0 &&
+               strcmp(s->target_name, fresh->target_name) == 0;
+}
+
 /*
  * A new leading login with the same initiator, ISID and target replaces the old session
  * (RFC 7143 6.3.5): its connection is shut down and its owner thread frees it.
@@ -33,9 +42,7 @@ uint16_t iscsi_session_alloc_tsih(void *arg)
 static void reinstate_locked(const struct iscsi_session *fresh)
 {
         for (struct iscsi_session *s = sessions; s; s = s->next) {
-                if (s->type != fresh->type || memcmp(s->isid, fresh->isid, 6) != 0 ||
-                    strcmp(s->initiator, fresh->initiator) != 0 ||
-                    strcmp(s->target_name, fresh->target_name) != 0)
+                if (!replaced_by(s, fresh))
                         continue;
                 log_notice("%s: session reinstatement replaces tsih %u of %s", fresh->conn->peer,
                            s->tsih, s->initiator);
@@ -46,8 +53,41 @@ static void reinstate_locked(const struct iscsi_session *fresh)
         }
 }
 
-struct iscsi_session *iscsi_session_create(struct iscsi_conn *c, struct iscsi_login *l)
+/* Whether fresh stays within iscsi.max_sessions(_per_initiator); else the reason in why. */
+static int over_limits_locked(const struct iscsi_session *fresh, const struct tdm_iscsi_cfg *cfg,
+                              char *why, size_t len)
 {
+        uint32_t max_all = cfg->max_sessions ? cfg->max_sessions : TDM_DEFAULT_MAX_SESSIONS;
+        uint32_t max_one = cfg->max_sessions_per_initiator ? cfg->max_sessions_per_initiator
+                                                           : TDM_DEFAULT_MAX_SESSIONS_PER_INIT;
+        uint32_t all = 0, same = 0;
+        for (const struct iscsi_session *s = sessions; s; s = s->next) {
+                if (replaced_by(s, fresh))
+                        continue;
+                all++;
+                same += strcmp(s->initiator, fresh->initiator) == 0;
+        }
+        if (same >= max_one) {
+                snprintf(why, len,
+                         "login of %s refused with status 03/02: it has %u sessions "
+                         "(iscsi.max_sessions_per_initiator)",
+                         fresh->initiator, same);
+                return ISCSI_REFUSE_SESSIONS_INIT;
+        }
+        if (all >= max_all) {
+                snprintf(why, len,
+                         "login of %s refused with status 03/02: %u sessions already "
+                         "(iscsi.max_sessions)",
+                         fresh->initiator, all);
+                return ISCSI_REFUSE_SESSIONS;
+        }
+        return -1;
+}
+
+struct iscsi_session *iscsi_session_create(struct iscsi_conn *c, struct iscsi_login *l,
+                                           int *refusal, char *refused, size_t refused_len)
+{
+        *refusal = -1;
         struct iscsi_session *s = calloc(1, sizeof(*s));
         if (!s)
                 return NULL;
@@ -76,7 +116,17 @@ struct iscsi_session *iscsi_session_create(struct iscsi_conn *c, struct iscsi_lo
                 s->nexus.id = s->id;
                 s->lun_cache_gen = atomic_load(&s->target->luns_gen);
         }
+        /* Counted and inserted under one lock: logins on other workers cannot slip past. */
         pthread_mutex_lock(&sessions_lock);
+        *refusal = over_limits_locked(s, cfg, refused, refused_len);
+        if (*refusal >= 0) {
+                pthread_mutex_unlock(&sessions_lock);
+                if (s->target)
+                        scsi_nexus_fini(&s->nexus);
+                l->target = s->target; /* the login keeps its reference: fini drops it */
+                free(s);
+                return NULL;
+        }
         reinstate_locked(s);
         s->next = sessions;
         sessions = s;

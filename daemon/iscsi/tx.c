@@ -82,6 +82,8 @@ void iscsi_tx_seal(struct iscsi_conn *c, struct iscsi_tx *tx)
 void iscsi_tx_queue(struct iscsi_conn *c, struct iscsi_tx *tx)
 {
         c->tx_queued_bytes += tx->hdr_len + tx->data_len + tx->trailer_len;
+        if (!c->tx_head)
+                c->tx_moved_ns = tdm_now_ns(); /* the output timeout counts from here */
         tx->next = NULL;
         if (c->tx_tail)
                 c->tx_tail->next = tx;
@@ -174,8 +176,11 @@ int iscsi_conn_flush(struct iscsi_conn *c)
                         return -errno;
                 }
                 size_t left = (size_t)w;
-                if (w > 0 && c->rx_paused)
-                        c->last_rx_ns = tdm_now_ns(); /* it reads our output: alive */
+                if (w > 0) {
+                        c->tx_moved_ns = tdm_now_ns();
+                        if (c->rx_paused)
+                                c->last_rx_ns = c->tx_moved_ns; /* it reads our output: alive */
+                }
                 while (left > 0 && c->tx_head) {
                         struct iscsi_tx *tx = c->tx_head;
                         uint32_t total = tx->hdr_len + tx->data_len + tx->trailer_len;
@@ -211,13 +216,13 @@ bool iscsi_conn_over_high(const struct iscsi_conn *c)
 {
         /* Tasks still collecting data need reads to finish: only answered ones count here. */
         uint32_t answered = c->tasks_active - c->tasks_collecting;
-        return conn_output_bytes(c) > ISCSI_TX_QUEUE_HIGH || answered > ISCSI_TASKS_HIGH;
+        return conn_output_bytes(c) > c->output_high || answered > ISCSI_TASKS_HIGH;
 }
 
 static bool conn_below_low(const struct iscsi_conn *c)
 {
         uint32_t answered = c->tasks_active - c->tasks_collecting;
-        return conn_output_bytes(c) < ISCSI_TX_QUEUE_LOW && answered < ISCSI_TASKS_HIGH / 2;
+        return conn_output_bytes(c) < c->output_high / 4 && answered < ISCSI_TASKS_HIGH / 2;
 }
 
 bool iscsi_conn_check_backpressure(struct iscsi_conn *c)

@@ -35,9 +35,18 @@
 #define TDM_DEFAULT_NOP_INTERVAL_S      5u
 #define TDM_DEFAULT_NOP_TIMEOUT_S       10u
 #define TDM_DEFAULT_LOGIN_TIMEOUT_S     15u
-#define TDM_DEFAULT_BLOCK_SIZE          512u
-#define TDM_MAX_PHYSICAL_BLOCK_SIZE     65536u
-#define TDM_DEFAULT_TPGT                1u
+/* Resource limits (docs/man/tandem.conf.5, ISCSI): what one initiator or address may take. */
+#define TDM_DEFAULT_MAX_SESSIONS          256u
+#define TDM_DEFAULT_MAX_SESSIONS_PER_INIT 64u
+#define TDM_DEFAULT_MAX_PENDING_LOGINS    256u
+#define TDM_DEFAULT_LOGIN_RATE            8u  /* new connections per second per address */
+#define TDM_DEFAULT_LOGIN_BURST           64u /* ... at once (a host logging in everything) */
+#define TDM_DEFAULT_MAX_CONN_OUTPUT       (64u << 20)
+#define TDM_DEFAULT_MAX_CONN_WRITE_DATA   (256u << 20)
+#define TDM_DEFAULT_OUTPUT_TIMEOUT_S      30u
+#define TDM_DEFAULT_BLOCK_SIZE            512u
+#define TDM_MAX_PHYSICAL_BLOCK_SIZE       65536u
+#define TDM_DEFAULT_TPGT                  1u
 
 /*
  * CHAP: user/secret are what the initiator must present (the target checks them);
@@ -151,6 +160,15 @@ struct tdm_iscsi_cfg {
         uint32_t nop_interval_s; /* 0 disables target pings */
         uint32_t nop_timeout_s;
         uint32_t login_timeout_s;
+        /* Resource limits against hostile or broken initiators. */
+        uint32_t max_sessions;               /* sessions of every initiator together */
+        uint32_t max_sessions_per_initiator; /* sessions of one initiator name */
+        uint32_t max_pending_logins;         /* connections that have not finished login */
+        uint32_t login_rate;                 /* new connections per second from one address */
+        uint32_t login_burst;                /* ... taken at once before the rate applies */
+        uint32_t max_conn_output;     /* bytes of unsent output before a connection stops reading */
+        uint32_t max_conn_write_data; /* bytes of write data one connection holds at once */
+        uint32_t output_timeout_s;    /* queued output unread this long: the connection drops */
 };
 
 /*

@@ -133,6 +133,13 @@ void iscsi_login_fini(struct iscsi_login *l);
 int iscsi_login_handle(struct iscsi_login *l, const uint8_t *bhs, const uint8_t *data, uint32_t len,
                        struct iscsi_pdu_reply *rep);
 void iscsi_pdu_reply_free(struct iscsi_pdu_reply *rep);
+/*
+ * Turns the login's last request (req) into a failure after all: rep becomes a Login Response
+ * with status and no text, close_after set, the login failed. For refusals decided outside
+ * the login code (session limits); the caller logs why. rep must be empty (freed) on entry.
+ */
+void iscsi_login_refuse(struct iscsi_login *l, const uint8_t *req, uint16_t status,
+                        struct iscsi_pdu_reply *rep);
 
 /*
  * Text Request in full feature phase: SendTargets; login keys are answered Reject (no

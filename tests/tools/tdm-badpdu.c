@@ -4,6 +4,7 @@
  *
  *   tdm-badpdu --portal 127.0.0.1:3260 --target IQN [--lun N] [--chap-target IQN
  *              --chap-user NAME] [--cases a,b,...] [--list] [--cycles N] [--target-pid PID]
+ *              [--limits max_sessions=N,per_initiator=N,...]
  *
  * Each case prints "badinput: case=NAME result=pass|fail|skip detail=...". After every case
  * the tool checks that the target still serves: a session opened before the first case must
@@ -18,9 +19,13 @@
  * connection with immediate commands, which the CmdSN window does not hold back, and check
  * that the target bounds what it holds for it and keeps serving the other sessions; with
  * --target-pid they also bound the growth of the target's resident memory.
+ *
+ * The limit cases (limit_*, tdm-badpdu-limits.inc) run only with --limits, which tells them
+ * the target's configured iscsi.* limits (tests/limits/run starts a target with small ones).
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <netinet/in.h>
@@ -123,6 +128,13 @@ struct ctx {
         const char *chap_user;
         unsigned cycles;
         pid_t target_pid; /* 0: unknown, memory figures are not checked */
+        /* --limits: the target's iscsi.* limits; the limit cases run only when known. */
+        struct {
+                bool on;
+                unsigned max_sessions, per_initiator, pending, rate, burst;
+                unsigned login_timeout_s, output_timeout_s;
+                uint32_t output, write_data;
+        } lim;
         uint32_t pattern_seed;
         uint8_t *pattern; /* PATTERN_BYTES, what the read cases wrote at PATTERN_BASE */
         bool pattern_written;
@@ -146,8 +158,11 @@ static void pdu_free(struct pdu *p)
         p->dlen = 0;
 }
 
-/* rcvbuf > 0 sets SO_RCVBUF before connecting, so the TCP window stays that small. */
-static int tcp_connect_rcvbuf(const struct ctx *c, int rcvbuf)
+/*
+ * rcvbuf > 0 sets SO_RCVBUF before connecting, so the TCP window stays that small; src (an
+ * IPv4 address of loopback, e.g. 127.0.0.21) is the source address, NULL any.
+ */
+static int tcp_connect_from(const struct ctx *c, int rcvbuf, const char *src)
 {
         struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(c->port)};
         struct timeval tv = {.tv_sec = IO_TIMEOUT_MS / 1000};
@@ -164,12 +179,26 @@ static int tcp_connect_rcvbuf(const struct ctx *c, int rcvbuf)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         if (rcvbuf > 0)
                 setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+        if (src) {
+                struct sockaddr_in me = {.sin_family = AF_INET};
+                if (inet_pton(AF_INET, src, &me.sin_addr) != 1 ||
+                    bind(fd, (struct sockaddr *)&me, sizeof(me)) != 0) {
+                        int err = errno ? -errno : -EINVAL;
+                        close(fd);
+                        return err;
+                }
+        }
         if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
                 int err = -errno;
                 close(fd);
                 return err;
         }
         return fd;
+}
+
+static int tcp_connect_rcvbuf(const struct ctx *c, int rcvbuf)
+{
+        return tcp_connect_from(c, rcvbuf, NULL);
 }
 
 static int tcp_connect(const struct ctx *c)
@@ -523,7 +552,10 @@ struct login_opts {
         const char *extra_security_key; /* appended to the first PDU */
         const char *extra_operational_key;
         bool duplicate_operational_key;
-        int rcvbuf; /* > 0: SO_RCVBUF of the socket, set before connecting */
+        int rcvbuf;            /* > 0: SO_RCVBUF of the socket, set before connecting */
+        const char *initiator; /* NULL: the tool's (--initiator) */
+        const char *src;       /* source address, NULL: any */
+        const uint8_t *isid;   /* 6 bytes; NULL: a random one */
 };
 
 static void operational_keys(struct text *t, const struct login_opts *o)
@@ -558,7 +590,7 @@ static int login(const struct ctx *c, struct conn *cn, const struct login_opts *
                  struct login_result *lr)
 {
         struct text t = {.len = 0};
-        int fd = tcp_connect_rcvbuf(c, o->rcvbuf);
+        int fd = tcp_connect_from(c, o->rcvbuf, o->src);
 
         memset(lr, 0, sizeof(*lr));
         if (fd < 0) {
@@ -567,7 +599,9 @@ static int login(const struct ctx *c, struct conn *cn, const struct login_opts *
         }
         conn_init(cn);
         cn->fd = fd;
-        text_add(&t, "InitiatorName=%s", c->initiator);
+        if (o->isid)
+                memcpy(cn->isid, o->isid, sizeof(cn->isid));
+        text_add(&t, "InitiatorName=%s", o->initiator ? o->initiator : c->initiator);
         if (o->target) {
                 text_add(&t, "SessionType=Normal");
                 text_add(&t, "TargetName=%s", o->target);
@@ -3318,6 +3352,8 @@ static const struct test_case cases[] = {
 /* ------------------------------------------------------------------------------------------ */
 
 /* The target still serves: the long-lived session answers, and a fresh login works. */
+#include "tdm-badpdu-limits.inc"
+
 static int health_check(struct ctx *c, char *why, size_t whylen)
 {
         struct conn fresh;
@@ -3369,7 +3405,7 @@ static void usage(FILE *f)
         fprintf(
             f, "usage: tdm-badpdu --portal HOST:PORT --target IQN [--lun N] [--initiator IQN]\n"
                "                  [--chap-target IQN --chap-user NAME] [--cases a,b] [--cycles N]\n"
-               "                  [--target-pid PID] [--list]\n");
+               "                  [--target-pid PID] [--list] [--limits KEY=N,...]\n");
 }
 
 int main(int argc, char **argv)
@@ -3384,6 +3420,7 @@ int main(int argc, char **argv)
             {"cases", required_argument, NULL, 'c'},
             {"cycles", required_argument, NULL, 'n'},
             {"target-pid", required_argument, NULL, 'P'},
+            {"limits", required_argument, NULL, 'M'},
             {"list", no_argument, NULL, 'L'},
             {"help", no_argument, NULL, 'h'},
             {NULL, 0, NULL, 0},
@@ -3421,12 +3458,18 @@ int main(int argc, char **argv)
                 case 'P':
                         c.target_pid = (pid_t)strtol(optarg, NULL, 10);
                         break;
+                case 'M':
+                        if (parse_limits(&c, optarg) != 0)
+                                return 2;
+                        break;
                 case 'L':
                         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
                                 printf("%s\n", cases[i].name);
                         for (size_t i = 0; i < sizeof(pdu_rule_rows) / sizeof(pdu_rule_rows[0]);
                              i++)
                                 printf("%s\n", pdu_rule_rows[i].name);
+                        for (size_t i = 0; i < sizeof(limit_cases) / sizeof(limit_cases[0]); i++)
+                                printf("%s (with --limits)\n", limit_cases[i].name);
                         return 0;
                 case 'h':
                         usage(stdout);
@@ -3469,13 +3512,18 @@ int main(int argc, char **argv)
         int failures = 0;
         size_t ncases = sizeof(cases) / sizeof(cases[0]);
         size_t nrules = sizeof(pdu_rule_rows) / sizeof(pdu_rule_rows[0]);
-        for (size_t i = 0; i < ncases + nrules; i++) {
-                const char *name = i < ncases ? cases[i].name : pdu_rule_rows[i - ncases].name;
+        size_t nlimits = c.lim.on ? sizeof(limit_cases) / sizeof(limit_cases[0]) : 0;
+        for (size_t i = 0; i < ncases + nrules + nlimits; i++) {
+                const char *name = i < ncases            ? cases[i].name
+                                   : i < ncases + nrules ? pdu_rule_rows[i - ncases].name
+                                                         : limit_cases[i - ncases - nrules].name;
                 if (!selected(list, name))
                         continue;
                 detail[0] = 0;
                 int res = i < ncases ? cases[i].fn(&c, detail)
-                                     : case_pdu_rule(&c, &pdu_rule_rows[i - ncases], detail);
+                          : i < ncases + nrules
+                              ? case_pdu_rule(&c, &pdu_rule_rows[i - ncases], detail)
+                              : limit_cases[i - ncases - nrules].fn(&c, detail);
                 char why[DETAIL_LEN] = "";
                 if (res >= 0 && health_check(&c, why, sizeof(why)) != 0) {
                         res = 0;

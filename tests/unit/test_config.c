@@ -103,6 +103,14 @@ START_TEST(test_defaults)
         ck_assert_uint_eq(c.iscsi.nop_interval_s, 5);
         ck_assert_uint_eq(c.iscsi.nop_timeout_s, 10);
         ck_assert_uint_eq(c.iscsi.login_timeout_s, 15);
+        ck_assert_uint_eq(c.iscsi.max_sessions, 256);
+        ck_assert_uint_eq(c.iscsi.max_sessions_per_initiator, 64);
+        ck_assert_uint_eq(c.iscsi.max_pending_logins, 256);
+        ck_assert_uint_eq(c.iscsi.login_rate, 8);
+        ck_assert_uint_eq(c.iscsi.login_burst, 64);
+        ck_assert_uint_eq(c.iscsi.max_conn_output, 64u << 20);
+        ck_assert_uint_eq(c.iscsi.max_conn_write_data, 256u << 20);
+        ck_assert_uint_eq(c.iscsi.output_timeout_s, 30);
         ck_assert(!c.discovery_chap.enabled);
         ck_assert_uint_eq(c.n_targets, 0);
         ck_assert(!c.identities_generated);
@@ -248,6 +256,17 @@ static const struct bad_case bad_cases[] = {
     {"iscsi = { nop_timeout = 0; };", "iscsi.nop_timeout: must be 1..60, got 0"},
     {"iscsi = { login_timeout = 301; };", "iscsi.login_timeout: must be 1..300"},
     {"iscsi = { initial_r2t = 1; };", "iscsi.initial_r2t: must be true or false"},
+    {"iscsi = { max_sessions = 0; };", "iscsi.max_sessions: must be 1..65535, got 0"},
+    {"iscsi = { max_sessions = 8; max_sessions_per_initiator = 9; };",
+     "iscsi.max_sessions_per_initiator: must not exceed iscsi.max_sessions (8), got 9"},
+    {"iscsi = { max_pending_logins = 0; };", "iscsi.max_pending_logins: must be 1..65535"},
+    {"iscsi = { login_rate = 0; };", "iscsi.login_rate: must be 1..100000, got 0"},
+    {"iscsi = { login_burst = 100001; };", "iscsi.login_burst: must be 1..100000"},
+    {"iscsi = { max_conn_output = 4096; };",
+     "iscsi.max_conn_output: must be 1048576..1073741824, got 4096"},
+    {"iscsi = { max_conn_write_data = 1048576; };",
+     "iscsi.max_conn_write_data: must be 16777216..2147483648, got 1048576"},
+    {"iscsi = { output_timeout = 0; };", "iscsi.output_timeout: must be 1..3600, got 0"},
     {"iscsi = 5;", "iscsi: must be a group"},
     {"threads = -1;", "threads: must be 0..1024, got -1"},
     {"threads = \"many\";", "threads: must be an integer"},
