@@ -164,6 +164,7 @@ tdm_kill_pid()
 # LUN 0 is a thin LUN on lun_path. A caller that needs more LUNs on the same target sets the
 # array TDM_TANDEM_EXTRA_LUNS before target_start, one libconfig LUN group body per element
 # (e.g. 'lun = 1; path = "/abs/ro.img"; readonly = true;'); empty or unset: LUN 0 only.
+# TDM_TANDEM_CONF_EXTRA (may be unset): more top-level settings, appended as they are.
 tdm_tandem_conf()
 {
 	local file="$1" port="$2" state="$3" iqn="$4" path="$5" size="$6" extra="" l
@@ -181,6 +182,7 @@ targets = (
     luns = ( { lun = 0; path = "$path"; size = ${size}L; thin = true; }$extra );
   }
 );
+${TDM_TANDEM_CONF_EXTRA:-}
 EOF
 }
 
