@@ -12,6 +12,7 @@
 #include "tandem/admin_ipc.h"
 #include "tandem/cluster.h"
 #include "tandem/config.h"
+#include "tandem/exporter.h"
 #include "tandem/iscsi_portal.h"
 #include "tandem/reload.h"
 #include "tandem/log.h"
@@ -326,6 +327,11 @@ int main(int argc, char **argv)
                 log_err("cannot start the admin IPC service for instance %s", cfg.instance);
                 goto out_listen;
         }
+        if (cfg.metrics.listen[0] &&
+            exporter_start(main_loop, cfg.metrics.listen, err, sizeof(err)) < 0) {
+                log_err("%s", err);
+                goto out_admin;
+        }
         qb_loop_signal_add(main_loop, QB_LOOP_HIGH, SIGINT, NULL, on_stop_signal, NULL);
         qb_loop_signal_add(main_loop, QB_LOOP_HIGH, SIGTERM, NULL, on_stop_signal, NULL);
         qb_loop_signal_add(main_loop, QB_LOOP_HIGH, SIGHUP, NULL, on_reload_signal, NULL);
@@ -337,6 +343,8 @@ int main(int argc, char **argv)
         watchdog_start();
         qb_loop_run(main_loop);
         status = 0;
+        exporter_stop();
+out_admin:
         admin_ipc_stop();
 out_listen:
         iscsi_listen_close_all();

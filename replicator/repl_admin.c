@@ -150,6 +150,7 @@ static int do_promote(struct repl_lun *r, void *arg, char *err, size_t errlen)
                          strerror(-rc));
                 goto out;
         }
+        r->promotions++;
         log_notice("replication %s lun %llu: promoted to Primary", r->iqn,
                    (unsigned long long)r->lun_id);
 out:

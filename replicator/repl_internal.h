@@ -199,6 +199,7 @@ struct repl_lun {
         uint64_t sync_last_ns, sync_last_done;
         uint64_t verify_oos;
         uint64_t resync_sent, resync_received;
+        uint64_t promotions; /* times this node became Primary since start (under lock) */
         atomic_uint_fast64_t writes_replicated;
         atomic_int io_active; /* changes not yet completed: demote and shutdown wait for them */
         uint64_t dirty_at_disconnect;

@@ -412,6 +412,8 @@ static void status_fill(struct repl_lun *r, struct repl_status *st)
         st->writes_replicated = atomic_load(&r->writes_replicated);
         st->resync_bytes_sent = r->resync_sent;
         st->resync_bytes_received = r->resync_received;
+        st->promotions = r->promotions;
+        st->promote_epoch = r->sb.promote_epoch;
 }
 
 void repl_for_each_status(void (*cb)(void *arg, const struct repl_status *st), void *arg)

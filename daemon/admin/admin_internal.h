@@ -35,6 +35,9 @@ void admin_result(struct admin_reply *rep, int rc, const char *err);
 bool admin_copy(struct admin_reply *rep, char *dst, size_t dstlen, const char *src,
                 const char *field);
 
+/* Session rows (malloc'd, the caller frees), growing the buffer until the snapshot fits. */
+struct iscsi_session_info *admin_sessions_get(size_t *n_out);
+
 /* The replication summary status attaches; every replicated LUN (iqn NULL) or one. */
 void admin_fill_repl_status(struct admin_reply *rep, const char *iqn, uint64_t lun);
 

@@ -41,6 +41,8 @@ void admin_repl_status_to_pb(const struct repl_status *st, Tandem__Admin__ReplLu
         m->writes_replicated = st->writes_replicated;
         m->resync_bytes_sent = st->resync_bytes_sent;
         m->resync_bytes_received = st->resync_bytes_received;
+        m->promotions = st->promotions;
+        m->promote_epoch = st->promote_epoch;
 }
 
 /* Rows gathered from repl_for_each_status (the filter: iqn NULL = every LUN). */

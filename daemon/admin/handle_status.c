@@ -1,6 +1,6 @@
 /*
- * Handlers of status (the daemon, its targets, LUNs, sessions, cluster membership and the
- * replication summary) and stats (per-LUN counters and latency histogram).
+ * The handler of status: the daemon, its targets, LUNs, sessions, cluster membership and the
+ * replication summary.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -28,8 +28,7 @@ void admin_dispatch_set_identity(const char *instance)
         clock_gettime(CLOCK_MONOTONIC, &ident.started);
 }
 
-/* Session rows, growing the buffer until the snapshot fits. */
-static struct iscsi_session_info *sessions_get(size_t *n_out)
+struct iscsi_session_info *admin_sessions_get(size_t *n_out)
 {
         size_t cap = 64;
         for (int tries = 0; tries < 4; tries++) {
@@ -184,7 +183,7 @@ void admin_status(struct admin_reply *rep, const ProtobufCMessage *request)
                 return;
 
         size_t n_sessions = 0;
-        rep->sessions = sessions_get(&n_sessions);
+        rep->sessions = admin_sessions_get(&n_sessions);
         st->sessions = admin_alloc(rep, n_sessions * sizeof(*st->sessions));
         st->targets = admin_alloc(rep, cfg->n_targets * sizeof(*st->targets));
         if (!st->sessions || !st->targets)
@@ -201,74 +200,5 @@ void admin_status(struct admin_reply *rep, const ProtobufCMessage *request)
                 st->n_targets = i + 1;
         }
         admin_fill_repl_status(rep, NULL, 0); /* the replication summary */
-        r->ok = true;
-}
-
-/* ---------------------------------------------------------------- stats */
-
-static Tandem__Admin__LunStats *lun_stats(struct admin_reply *rep, const char *iqn,
-                                          struct scsi_lun *lun)
-{
-        Tandem__Admin__LunStats *ls = admin_alloc(rep, sizeof(*ls));
-        size_t nh = sizeof(lun->stats.lat_hist) / sizeof(lun->stats.lat_hist[0]);
-        uint64_t *hist = admin_alloc(rep, nh * sizeof(*hist));
-        if (!ls || !hist)
-                return NULL;
-        tandem__admin__lun_stats__init(ls);
-        const struct scsi_lun_stats *s = &lun->stats;
-        ls->iqn = (char *)iqn;
-        ls->lun = (uint32_t)lun->id;
-        ls->reads = atomic_load(&s->reads);
-        ls->writes = atomic_load(&s->writes);
-        ls->other = atomic_load(&s->other);
-        ls->read_bytes = atomic_load(&s->read_bytes);
-        ls->write_bytes = atomic_load(&s->write_bytes);
-        ls->errors = atomic_load(&s->errors);
-        for (size_t i = 0; i < nh; i++)
-                hist[i] = atomic_load(&s->lat_hist[i]);
-        ls->latency_hist_us = hist;
-        ls->n_latency_hist_us = nh;
-        return ls;
-}
-
-void admin_stats(struct admin_reply *rep, const ProtobufCMessage *request)
-{
-        const Tandem__Admin__StatsRequest *req = (const void *)request;
-        Tandem__Admin__AdminResponse *r = &rep->r;
-        const struct tdm_config *cfg = tdm_registry_config();
-        const char *only = req && req->iqn && *req->iqn ? req->iqn : NULL;
-        if (only && !tdm_config_find_target((struct tdm_config *)cfg, only)) {
-                admin_fail(rep, -ENOENT, "iqn: no target \"%s\"", only);
-                return;
-        }
-        Tandem__Admin__Stats *stats = admin_alloc(rep, sizeof(*stats));
-        size_t total = 0;
-        for (size_t i = 0; i < cfg->n_targets; i++)
-                total += cfg->targets[i].n_luns;
-        if (!stats)
-                return;
-        tandem__admin__stats__init(stats);
-        stats->luns = admin_alloc(rep, total * sizeof(*stats->luns));
-        if (!stats->luns)
-                return;
-        r->stats = stats;
-        for (size_t i = 0; i < cfg->n_targets; i++) {
-                const struct tdm_target_cfg *t = &cfg->targets[i];
-                if (only && !tdm_iscsi_name_equal(only, t->iqn))
-                        continue;
-                struct scsi_target *st = tdm_registry_get_target(t->iqn);
-                for (size_t j = 0; st && j < t->n_luns; j++) {
-                        struct scsi_lun *lun = scsi_target_get_lun(st, t->luns[j].lun);
-                        if (!lun)
-                                continue;
-                        Tandem__Admin__LunStats *ls = lun_stats(rep, t->iqn, lun);
-                        scsi_lun_put(lun);
-                        if (!ls)
-                                break;
-                        stats->luns[stats->n_luns++] = ls;
-                }
-                if (st)
-                        scsi_target_put(st);
-        }
         r->ok = true;
 }

@@ -27,5 +27,10 @@ struct cli {
  */
 int cli_parse(struct cli *c, int argc, char **argv, char *err, size_t errlen);
 void cli_usage(FILE *out, const char *topic);
+/*
+ * stats --interval N (c->call is a stats request with interval_s > 0): asks twice, N seconds
+ * apart, and prints the rates. 0, or a negative errno with err set.
+ */
+int cli_stats_interval(const struct cli *c, FILE *out, char *err, size_t errlen);
 
 #endif

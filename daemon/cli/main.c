@@ -26,6 +26,14 @@ int main(int argc, char **argv)
                         "only)\n");
                 return 1;
         }
+        if (c.call.req.op_case == TANDEM__ADMIN__ADMIN_REQUEST__OP_STATS &&
+            c.call.req.stats->interval_s) {
+                if (cli_stats_interval(&c, stdout, err, sizeof(err)) < 0) {
+                        fprintf(stderr, "tandemctl: %s\n", err);
+                        return 1;
+                }
+                return fflush(stdout) == 0 ? 0 : 1;
+        }
         Tandem__Admin__AdminResponse *resp = NULL;
         if (admin_client_call(c.instance, &c.call.req, &resp, err, sizeof(err)) < 0) {
                 fprintf(stderr, "tandemctl: %s\n", err);

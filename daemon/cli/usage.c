@@ -61,6 +61,9 @@ static const char usage_details[] =
     "DATA HAS CHANGED and see the new size; the size is saved in the config file.\n"
     "--physical-block-size reports bigger physical blocks than --block-size (e.g. 4096\n"
     "on 512-byte blocks: \"512e\"); a power-of-two multiple of it, at most 65536.\n"
+    "stats gives each LUN's and session's counters and latency percentiles since start;\n"
+    "--interval SECONDS (1..3600) asks twice that far apart and prints rates over it:\n"
+    "reads and writes per second, MB/s (10^6 bytes) and p50/p99 latency.\n"
     "CHAP secrets are 12..255 characters; USER/SECRET after --mutual are what the\n"
     "target answers with when the initiator authenticates it.\n"
     "Must run as root.\n";

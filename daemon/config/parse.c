@@ -340,6 +340,21 @@ static int parse_cluster(struct cfg_parser *p, const config_setting_t *s)
         return 0;
 }
 
+static int parse_metrics(struct cfg_parser *p, const config_setting_t *s)
+{
+        static const char *const keys[] = {"listen", NULL};
+        struct tdm_metrics_cfg *c = &p->cfg->metrics;
+        char f[FIELD_MAX];
+        const config_setting_t *m;
+        int rc;
+        if ((rc = cfg_check_members(p, s, "metrics", keys)))
+                return rc;
+        if ((m = cfg_member(s, "listen", "metrics", f)) &&
+            (rc = cfg_get_string(p, m, f, c->listen, sizeof(c->listen))))
+                return rc;
+        return 0;
+}
+
 static int parse_discovery(struct cfg_parser *p, const config_setting_t *s)
 {
         static const char *const keys[] = {"chap", NULL};
@@ -357,7 +372,7 @@ static int parse_root(struct cfg_parser *p, const config_setting_t *root)
 {
         static const char *const keys[] = {"instance", "state_dir", "listen",    "threads",
                                            "log",      "iscsi",     "discovery", "targets",
-                                           "node_id",  "cluster",   NULL};
+                                           "node_id",  "cluster",   "metrics",   NULL};
         struct tdm_config *c = p->cfg;
         char f[FIELD_MAX];
         const config_setting_t *m;
@@ -387,7 +402,8 @@ static int parse_root(struct cfg_parser *p, const config_setting_t *root)
             ((m = cfg_member(root, "iscsi", "", f)) && (rc = parse_iscsi(p, m))) ||
             ((m = cfg_member(root, "discovery", "", f)) && (rc = parse_discovery(p, m))) ||
             ((m = cfg_member(root, "targets", "", f)) && (rc = parse_targets(p, m))) ||
-            ((m = cfg_member(root, "cluster", "", f)) && (rc = parse_cluster(p, m))))
+            ((m = cfg_member(root, "cluster", "", f)) && (rc = parse_cluster(p, m))) ||
+            ((m = cfg_member(root, "metrics", "", f)) && (rc = parse_metrics(p, m))))
                 return rc;
         return 0;
 }

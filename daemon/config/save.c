@@ -140,6 +140,15 @@ static void tree_cluster(config_setting_t *root, const struct tdm_cluster_cfg *c
                 add_str(cl, "fence_peer", c->fence_peer);
 }
 
+/* Written only when the exporter is on. */
+static void tree_metrics(config_setting_t *root, const struct tdm_metrics_cfg *c)
+{
+        if (!c->listen[0])
+                return;
+        config_setting_t *m = config_setting_add(root, "metrics", CONFIG_TYPE_GROUP);
+        add_str(m, "listen", c->listen);
+}
+
 static void tree_iscsi(config_setting_t *root, const struct tdm_iscsi_cfg *c)
 {
         config_setting_t *is = config_setting_add(root, "iscsi", CONFIG_TYPE_GROUP);
@@ -157,6 +166,7 @@ static void config_to_tree(const struct tdm_config *cfg, config_t *lc)
         if (cfg->node_id)
                 add_int(root, "node_id", cfg->node_id);
         tree_cluster(root, &cfg->cluster);
+        tree_metrics(root, &cfg->metrics);
         add_strings(root, "listen", cfg->listen[0], sizeof(cfg->listen[0]), cfg->n_listen);
         add_int(root, "threads", cfg->threads);
 

@@ -307,6 +307,24 @@ static int validate_listen(const struct tdm_config *cfg, char *err, size_t errle
         return 0;
 }
 
+/* The exporter: off, or a numeric address of its own (not one of the iSCSI portals). */
+static int validate_metrics(const struct tdm_config *cfg, char *err, size_t errlen)
+{
+        const char *l = cfg->metrics.listen;
+        if (!l[0])
+                return 0;
+        if (tdm_parse_ip_port(l, NULL, NULL) < 0)
+                return cfg_fail(err, errlen, -EINVAL, "metrics.listen",
+                                "\"%s\" is not IP:PORT or [IPV6]:PORT (a numeric address and a "
+                                "port 1..65535, e.g. \"127.0.0.1:9750\")",
+                                l);
+        for (size_t i = 0; i < cfg->n_listen; i++)
+                if (strcmp(l, cfg->listen[i]) == 0)
+                        return cfg_fail(err, errlen, -EINVAL, "metrics.listen",
+                                        "\"%s\" is also an iSCSI portal (listen[%zu])", l, i);
+        return 0;
+}
+
 int tdm_config_validate(const struct tdm_config *cfg, char *err, size_t errlen)
 {
         int rc;
@@ -329,6 +347,7 @@ int tdm_config_validate(const struct tdm_config *cfg, char *err, size_t errlen)
             (rc = validate_iscsi(&cfg->iscsi, err, errlen)) ||
             (rc = validate_cluster(cfg, err, errlen)) ||
             (rc = validate_cluster_timers(cfg, err, errlen)) ||
+            (rc = validate_metrics(cfg, err, errlen)) ||
             (rc = tdm_chap_check(&cfg->discovery_chap, "discovery.chap", err, errlen)))
                 return rc;
         for (size_t i = 0; i < cfg->n_targets; i++)

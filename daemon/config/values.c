@@ -128,3 +128,36 @@ int tdm_parse_hostport(const char *s, char *host, size_t hostlen, uint16_t *port
                 return -EINVAL;
         return copy_host(s, hlen, host, hostlen);
 }
+
+int tdm_parse_ip_port(const char *s, struct sockaddr_storage *out, unsigned *outlen)
+{
+        char host[128];
+        uint16_t port;
+        struct sockaddr_storage ss;
+        unsigned len;
+        const char *colon = s ? strrchr(s, ':') : NULL;
+        /* An explicit port: the last colon, after "]" for IPv6. */
+        if (!colon || (s[0] == '[' && colon[-1] != ']') || (s[0] != '[' && strchr(s, ':') != colon))
+                return -EINVAL;
+        if (tdm_parse_hostport(s, host, sizeof(host), &port) < 0 || port == 0)
+                return -EINVAL;
+        memset(&ss, 0, sizeof(ss));
+        struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
+        struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
+        if (s[0] != '[' && inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
+                v4->sin_family = AF_INET;
+                v4->sin_port = htons(port);
+                len = sizeof(*v4);
+        } else if (s[0] == '[' && inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
+                v6->sin6_family = AF_INET6;
+                v6->sin6_port = htons(port);
+                len = sizeof(*v6);
+        } else {
+                return -EINVAL;
+        }
+        if (out)
+                *out = ss;
+        if (outlen)
+                *outlen = len;
+        return 0;
+}

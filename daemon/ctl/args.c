@@ -26,6 +26,7 @@ static const struct admin_arg physical_block_size = {
     "N", "physical_block_size", "physical-block-size", ADMIN_PHYSICAL_BLOCK_SIZE, 0};
 static const struct admin_arg lun_size = {"BYTES", "size", "size", ADMIN_LUN_SIZE, 0};
 static const struct admin_arg mutual_user = {"USER", "mutual_user", "mutual_user", ADMIN_TEXT, 0};
+static const struct admin_arg interval = {"SECONDS", "interval_s", "interval", ADMIN_SECONDS, 0};
 static const struct admin_arg mutual_secret = {"SECRET", "mutual_secret", "mutual_secret",
                                                ADMIN_TEXT, 0};
 
@@ -41,6 +42,7 @@ const struct admin_option admin_options[] = {
     {"mutual", ADMIN_OPT_MUTUAL, NULL, {&mutual_user, &mutual_secret}},
     {"force", ADMIN_OPT_FORCE, "force", {NULL}},
     {"resync", ADMIN_OPT_RESYNC, "resync", {NULL}},
+    {"interval", ADMIN_OPT_INTERVAL, NULL, {&interval}},
 };
 const size_t admin_n_options = sizeof(admin_options) / sizeof(admin_options[0]);
 

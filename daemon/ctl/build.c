@@ -98,6 +98,7 @@ static int set_value(struct admin_call *call, const struct admin_arg *a, const c
         char words[64];
         const char *name = a->name;
         uint64_t n = 0;
+        char *end = "";
         int rc = 0;
         if (!name) {
                 admin_op_words(call->op, words, sizeof(words));
@@ -131,6 +132,13 @@ static int set_value(struct admin_call *call, const struct admin_arg *a, const c
                 return rc;
         case ADMIN_LUN:
                 return parse_lun_id(name, v, &ctl_u32(m, a->field), err, errlen);
+        case ADMIN_SECONDS:
+                n = isdigit((unsigned char)v[0]) ? strtoull(v, &end, 10) : 0;
+                if (n < 1 || n > 3600 || *end)
+                        return admin_bad(err, errlen, "%s: must be 1..3600 seconds, got \"%s\"",
+                                         name, v);
+                ctl_u32(m, a->field) = (uint32_t)n;
+                return 0;
         case ADMIN_SWITCH:
                 return parse_switch(name, a->word, v, &ctl_bool(m, a->field), err, errlen);
         case ADMIN_SIZE:

@@ -219,8 +219,8 @@ static void task_respond(struct iscsi_conn *c, struct iscsi_task *t)
 
 static void task_finish(struct iscsi_conn *c, struct iscsi_task *t)
 {
-        if (t->scsi.lun)
-                scsi_lun_record_latency(t->scsi.lun, tdm_now_ns() - t->scsi.start_ns);
+        if (t->scsi.lun) /* the LUN's histogram and the session's counters */
+                scsi_task_record_done(&t->scsi, tdm_now_ns() - t->scsi.start_ns);
         t->state = ISCSI_TASK_DONE;
         task_respond(c, t);
 }

@@ -250,6 +250,9 @@ size_t iscsi_sessions_snapshot(struct iscsi_session_info *out, size_t max)
                         snprintf(r->target, sizeof(r->target), "%s", s->target_name);
                 memcpy(r->isid, s->isid, sizeof(r->isid));
                 r->tsih = s->tsih;
+                r->id = s->id;
+                if (s->target)
+                        scsi_nexus_stats_read(&s->nexus, &r->io);
                 /* The connection outlives its listing: destroy unlinks the session under this lock.
                  */
                 if (s->conn) {

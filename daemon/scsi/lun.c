@@ -225,13 +225,19 @@ void scsi_nexus_clear_task_set(struct scsi_nexus *nx, struct scsi_lun *lun)
                 scsi_lun_raise_ua(lun, SCSI_UA_CLEARED_BY_OTHER, nx->id);
 }
 
-void scsi_lun_record_latency(struct scsi_lun *lun, uint64_t ns)
+unsigned scsi_latency_bucket(uint64_t ns)
 {
         uint64_t us = ns / 1000;
         unsigned bucket = 0;
-        while (bucket < 23 && us >= (1ull << bucket))
+        while (bucket < SCSI_LAT_BUCKETS - 1 && us >= (1ull << bucket))
                 bucket++;
-        atomic_fetch_add_explicit(&lun->stats.lat_hist[bucket], 1, memory_order_relaxed);
+        return bucket;
+}
+
+void scsi_lun_record_latency(struct scsi_lun *lun, uint64_t ns)
+{
+        atomic_fetch_add_explicit(&lun->stats.lat_hist[scsi_latency_bucket(ns)], 1,
+                                  memory_order_relaxed);
 }
 
 void scsi_lun_count_bytes(struct scsi_lun *lun, bool is_write, uint64_t bytes)

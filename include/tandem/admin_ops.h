@@ -29,7 +29,8 @@ enum admin_kind {
         ADMIN_BLOCK_SIZE,          /* 512, 1024, 2048 or 4096 (uint32) */
         ADMIN_PHYSICAL_BLOCK_SIZE, /* the request's block_size times a power of two (uint32) */
         ADMIN_TEXT,                /* a CHAP user or secret: at most 255 characters (string) */
-        ADMIN_SWITCH, /* one of the two words of its usage word "a|b": true for a (bool) */
+        ADMIN_SWITCH,  /* one of the two words of its usage word "a|b": true for a (bool) */
+        ADMIN_SECONDS, /* whole seconds 1..3600 (uint32) */
 };
 
 /* One positional argument, or one value after an option. */
@@ -58,6 +59,7 @@ enum {
         ADMIN_OPT_MUTUAL = 1u << 7,
         ADMIN_OPT_FORCE = 1u << 8,
         ADMIN_OPT_RESYNC = 1u << 9,
+        ADMIN_OPT_INTERVAL = 1u << 10,
 };
 #define ADMIN_MAX_OPTION_VALUES 2
 
@@ -174,6 +176,13 @@ int admin_call_build(struct admin_call *call, const struct admin_op *op,
  */
 int admin_print(FILE *out, const struct admin_call *call, const Tandem__Admin__AdminResponse *r,
                 bool json);
+
+/*
+ * tandemctl stats --interval: per-LUN and per-session rates between the answers a and b,
+ * taken seconds apart (daemon/ctl/print_rates.c). 0.
+ */
+int admin_print_stats_rates(FILE *out, const Tandem__Admin__Stats *a, const Tandem__Admin__Stats *b,
+                            double seconds, bool json);
 
 /* "CMD SUB" of a row, for messages. */
 void admin_op_words(const struct admin_op *op, char *out, size_t outlen);

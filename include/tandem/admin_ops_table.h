@@ -102,6 +102,7 @@ static const struct admin_op admin_op_table[] = {
     {.cmd = "stats",
      .request = ADMIN_REQUEST(STATS),
      .optional = ADMIN_ARGS(&admin_arg_iqn),
+     .options = ADMIN_OPT_INTERVAL,
      .print = ADMIN_CLI(admin_print_stats),
      .handle = ADMIN_DAEMON(admin_stats)},
     {.cmd = "repl",

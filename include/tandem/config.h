@@ -186,6 +186,14 @@ struct tdm_cluster_cfg {
          */
         char fence_peer[4096];
 };
+/*
+ * The OpenMetrics exporter ("metrics = { listen = \"127.0.0.1:9750\"; };"): an HTTP endpoint
+ * serving GET /metrics on a numeric IP:PORT. Off ("" listen) unless configured.
+ */
+struct tdm_metrics_cfg {
+        char listen[128]; /* "IP:PORT" or "[IPV6]:PORT"; "" = off */
+};
+
 /* In cluster mode a dead peer must be noticed within 2 s (replication.timeout at most this). */
 #define TDM_CLUSTER_REPL_TIMEOUT_MAX_MS 2000u
 /* Writes of a Primary are never held longer than this: replication.timeout + the hold. */
@@ -206,6 +214,7 @@ struct tdm_config {
         /* ---- cluster (issue 4): Corosync CPG membership and quorum ---- */
         struct tdm_cluster_cfg cluster;
         /* ---- end cluster ---- */
+        struct tdm_metrics_cfg metrics;
         struct tdm_target_cfg *targets;
         size_t n_targets;
         /* Set by load/parse when LUNs lacked naa/serial and got fresh ones: save to keep them. */

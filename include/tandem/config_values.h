@@ -23,4 +23,12 @@ int tdm_parse_size(const char *s, uint64_t *out);
  */
 int tdm_parse_hostport(const char *s, char *host, size_t hostlen, uint16_t *port);
 
+/*
+ * A numeric socket address with its port, as the metrics exporter binds: "127.0.0.1:9750" or
+ * "[::1]:9750" (no host names, no default port). *out (may be NULL) receives it as a
+ * struct sockaddr_in or sockaddr_in6, *outlen its length. Returns 0 or -EINVAL.
+ */
+struct sockaddr_storage;
+int tdm_parse_ip_port(const char *s, struct sockaddr_storage *out, unsigned *outlen);
+
 #endif

@@ -71,6 +71,8 @@ struct repl_status {
         uint64_t writes_replicated;
         uint64_t resync_bytes_sent;     /* since start, as sync source */
         uint64_t resync_bytes_received; /* since start, as sync target */
+        uint64_t promotions;            /* times this node was promoted since start */
+        uint64_t promote_epoch;         /* promotions of the pair, ever (Lamport count) */
 };
 
 /*

@@ -123,13 +123,33 @@ enum scsi_alua_state {
 
 struct scsi_lun;
 
+/* Latency histogram buckets: bucket i counts commands with latency < 2^i microseconds
+ * (and at least 2^(i-1) for i > 0); the last counts the rest. */
+#define SCSI_LAT_BUCKETS 24
+
 struct scsi_lun_stats {
         atomic_uint_fast64_t reads, writes, other;
         atomic_uint_fast64_t read_bytes, write_bytes;
         atomic_uint_fast64_t errors;
-        /* Latency histogram: bucket i counts commands with latency < 2^i microseconds (last: rest).
-         */
-        atomic_uint_fast64_t lat_hist[24];
+        atomic_uint_fast64_t lat_hist[SCSI_LAT_BUCKETS];
+};
+
+/*
+ * An I_T nexus's (a session's) counters. Only the thread that serves the session writes
+ * them, with relaxed loads and stores (no read-modify-write, no lock: plain moves on the
+ * machines we run on); any thread may read them (scsi_nexus_stats_read).
+ */
+struct scsi_nexus_stats {
+        _Atomic uint64_t reads, writes, other;
+        _Atomic uint64_t read_bytes, write_bytes; /* data moved by GOOD read/write commands */
+        _Atomic uint64_t errors;
+        _Atomic uint64_t lat_hist[SCSI_LAT_BUCKETS];
+};
+
+/* A copy of a LUN's or a nexus's counters. */
+struct scsi_io_counters {
+        uint64_t reads, writes, other, read_bytes, write_bytes, errors;
+        uint64_t lat_hist[SCSI_LAT_BUCKETS];
 };
 
 /* One logical unit. Reference counted: tasks in flight hold a reference. */
@@ -179,6 +199,7 @@ struct scsi_nexus {
          * at a place this nexus has had no answer for may be a resend (daemon/scsi/caw.c).
          */
         _Atomic uint64_t caw_answered[SCSI_CAW_ANSWERED_BITS / 64];
+        struct scsi_nexus_stats stats; /* written by the session's thread only */
 };
 
 /* A target: a named set of LUNs. The LUN table can change live (RCU by refcount). */
@@ -396,5 +417,15 @@ typedef void (*scsi_pr_abort_fn)(struct scsi_target *t, uint64_t lun_id,
 void scsi_set_pr_abort(scsi_pr_abort_fn fn);
 
 void scsi_lun_record_latency(struct scsi_lun *lun, uint64_t ns);
+/* The histogram bucket of a latency (see SCSI_LAT_BUCKETS). */
+unsigned scsi_latency_bucket(uint64_t ns);
+/*
+ * The transport answered task after latency_ns: the LUN's latency histogram and the nexus's
+ * counters (on the thread that serves the nexus only).
+ */
+void scsi_task_record_done(struct scsi_task *task, uint64_t latency_ns);
+/* Copies of the counters (any thread). */
+void scsi_nexus_stats_read(const struct scsi_nexus *nx, struct scsi_io_counters *out);
+void scsi_lun_stats_read(const struct scsi_lun *lun, struct scsi_io_counters *out);
 
 #endif

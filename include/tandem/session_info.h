@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tandem/scsi.h"
+
 /* One connection of one session (a session with several connections gives several rows). */
 struct iscsi_session_info {
         char initiator[224]; /* InitiatorName */
@@ -18,6 +20,8 @@ struct iscsi_session_info {
         uint16_t cid;
         char state[32];              /* "login", "full-feature", "logout", ... */
         uint32_t commands_in_flight; /* SCSI commands received and not yet answered */
+        uint64_t id;                 /* unique in this process, never reused: rates match on it */
+        struct scsi_io_counters io;  /* the session's commands (normal sessions; else zeros) */
 };
 
 /*

@@ -135,6 +135,15 @@ START_TEST(test_parse_ok)
         ck_assert_int_eq(parse(&c, err, sizeof(err), "stats", NULL), 0);
         ck_assert_int_eq(c.call.req.op_case, TANDEM__ADMIN__ADMIN_REQUEST__OP_STATS);
         ck_assert(!c.json);
+        ck_assert_uint_eq(c.call.req.stats->interval_s, 0);
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "stats", "--interval", "5", "--json", NULL),
+                         0);
+        ck_assert_uint_eq(c.call.req.stats->interval_s, 5);
+        ck_assert(c.json);
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "stats", IQN1, "--interval", "3600", NULL),
+                         0);
+        ck_assert_uint_eq(c.call.req.stats->interval_s, 3600);
+        ck_assert_str_eq(c.call.req.stats->iqn, IQN1);
 
         ck_assert_int_eq(parse(&c, err, sizeof(err), "--help", NULL), 0);
         ck_assert(c.help);
@@ -309,6 +318,12 @@ static const struct {
      "chap set: --mutual needs USER and SECRET"},
     {{"status", "now"}, "status: unexpected argument \"now\""},
     {{"stats", "bad-iqn"}, "iqn: \"bad-iqn\" is not an iSCSI name"},
+    {{"stats", "--interval", "0"}, "interval: must be 1..3600 seconds, got \"0\""},
+    {{"stats", "--interval", "3601"}, "interval: must be 1..3600 seconds, got \"3601\""},
+    {{"stats", "--interval", "5s"}, "interval: must be 1..3600 seconds, got \"5s\""},
+    {{"stats", "--interval", "-1"}, "interval: must be 1..3600 seconds, got \"-1\""},
+    {{"stats", "--interval"}, "stats: --interval needs a value"},
+    {{"status", "--interval", "5"}, "status: --interval does not apply here"},
     {{"repl"},
      "repl: missing status|promote|demote|connect|disconnect|verify|resync|invalidate|"
      "resolve-split-brain|skip-initial-sync"},
@@ -410,7 +425,7 @@ START_TEST(test_usage)
             "\n  acl add IQN INITIATOR_IQN|ALL\n",
             "\n  chap set IQN|--discovery USER SECRET [--mutual USER SECRET]\n",
             "\n  chap clear IQN|--discovery\n",
-            "\n  status\n  stats [IQN]\n  repl status [IQN LUN]\n",
+            "\n  status\n  stats [IQN] [--interval SECONDS]\n  repl status [IQN LUN]\n",
             "\n  repl promote IQN LUN [--force]\n",
             "\n  repl verify IQN LUN [--resync]\n",
             "\n  repl resync pause|resume IQN LUN\n",

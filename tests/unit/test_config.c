@@ -1112,6 +1112,52 @@ START_TEST(test_repl_edits)
 }
 END_TEST
 
+/* The exporter: off by default, a numeric IP:PORT when on, saved and loaded. */
+START_TEST(test_metrics_group)
+{
+        struct tdm_config a, b;
+        char err[512] = "";
+        ck_assert_int_eq(tdm_config_parse_string("targets = ();", &a, err, sizeof(err)), 0);
+        ck_assert_str_eq(a.metrics.listen, "");
+        tdm_config_free(&a);
+        ck_assert_int_eq(tdm_config_parse_string("metrics = { listen = \"127.0.0.1:9750\"; };", &a,
+                                                 err, sizeof(err)),
+                         0);
+        ck_assert_str_eq(a.metrics.listen, "127.0.0.1:9750");
+        char *dir = make_tmpdir();
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/tandem.conf", dir);
+        ck_assert_int_eq(tdm_config_save(path, &a, err, sizeof(err)), 0);
+        ck_assert_int_eq(tdm_config_load(path, &b, err, sizeof(err)), 0);
+        ck_assert_str_eq(b.metrics.listen, "127.0.0.1:9750");
+        tdm_config_free(&a);
+        tdm_config_free(&b);
+        rm_tree(dir);
+        free(dir);
+        ck_assert_int_eq(tdm_config_parse_string("metrics = { listen = \"[::1]:9750\"; };", &a, err,
+                                                 sizeof(err)),
+                         0);
+        tdm_config_free(&a);
+        static const char *const bad[] = {"localhost:9750",  "127.0.0.1",   "127.0.0.1:0",
+                                          "127.0.0.1:70000", "[::1]",       "::1:9750",
+                                          "1.2.3.4.5:80",    "127.0.0.1:x", ""};
+        for (size_t i = 0; bad[i][0]; i++) {
+                char text[256];
+                snprintf(text, sizeof(text), "metrics = { listen = \"%s\"; };", bad[i]);
+                ck_assert_int_eq(tdm_config_parse_string(text, &a, err, sizeof(err)), -EINVAL);
+                ck_assert_msg(strncmp(err, "metrics.listen: ", 16) == 0, "%s: %s", bad[i], err);
+        }
+        ck_assert_int_eq(tdm_config_parse_string("listen = [\"127.0.0.1:3260\"]; metrics = { "
+                                                 "listen = \"127.0.0.1:3260\"; };",
+                                                 &a, err, sizeof(err)),
+                         -EINVAL);
+        ck_assert_ptr_nonnull(strstr(err, "metrics.listen: \"127.0.0.1:3260\" is also an iSCSI"));
+        ck_assert_int_eq(tdm_config_parse_string("metrics = { port = 1; };", &a, err, sizeof(err)),
+                         -EINVAL);
+        ck_assert_ptr_nonnull(strstr(err, "metrics"));
+}
+END_TEST
+
 /* ---- cluster (issue 4): the "cluster" group ---- */
 START_TEST(test_cluster_group)
 {
@@ -1249,6 +1295,7 @@ static Suite *config_suite(void)
         tcase_add_test(tc, test_repl_round_trip);
         tcase_add_test(tc, test_repl_edits);
         tcase_add_test(tc, test_cluster_group); /* cluster (issue 4) */
+        tcase_add_test(tc, test_metrics_group);
         tcase_add_test(tc, test_cluster_fence_peer_and_timers);
         suite_add_tcase(s, tc);
         return s;

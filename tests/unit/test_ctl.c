@@ -22,6 +22,7 @@ static ProtobufCType member_type(enum admin_kind kind)
         case ADMIN_LUN:
         case ADMIN_BLOCK_SIZE:
         case ADMIN_PHYSICAL_BLOCK_SIZE:
+        case ADMIN_SECONDS:
                 return PROTOBUF_C_TYPE_UINT32;
         case ADMIN_SIZE:
         case ADMIN_LUN_SIZE:
