@@ -44,7 +44,7 @@ static const struct fixed_field daemon_fixed[] = {
     CONFIG_FIELD("threads", threads),     CONFIG_FIELD("log.file", log_file),
     CONFIG_FIELD("log.level", log_level), CONFIG_FIELD("log.syslog", log_syslog),
     CONFIG_FIELD("iscsi", iscsi),         CONFIG_FIELD("node_id", node_id),
-    CONFIG_FIELD("cluster", cluster),
+    CONFIG_FIELD("cluster", cluster),     CONFIG_FIELD("metrics", metrics),
 };
 
 static const struct fixed_field target_fixed[] = {
