@@ -140,8 +140,7 @@ START_TEST(test_parse_ok)
                          0);
         ck_assert_uint_eq(c.call.req.stats->interval_s, 5);
         ck_assert(c.json);
-        ck_assert_int_eq(parse(&c, err, sizeof(err), "stats", IQN1, "--interval", "3600", NULL),
-                         0);
+        ck_assert_int_eq(parse(&c, err, sizeof(err), "stats", IQN1, "--interval", "3600", NULL), 0);
         ck_assert_uint_eq(c.call.req.stats->interval_s, 3600);
         ck_assert_str_eq(c.call.req.stats->iqn, IQN1);
 
