@@ -356,27 +356,11 @@ static int on_data_message(struct repl_lun *r, struct rx_state *st, struct repl_
         }
 }
 
-/* The seq every data message carries first (field 1 of each type). */
+/* The seq every data message carries (0: not a data-channel message). */
 static uint64_t data_seq(const struct repl_rx *rx)
 {
-        switch (rx->f.type) {
-        case TANDEM__REPL__MSG_TYPE__MSG_WRITE:
-                return ((const Tandem__Repl__Write *)rx->msg)->seq;
-        case TANDEM__REPL__MSG_TYPE__MSG_FLUSH:
-                return ((const Tandem__Repl__Flush *)rx->msg)->seq;
-        case TANDEM__REPL__MSG_TYPE__MSG_RS_DATA:
-                return ((const Tandem__Repl__ResyncData *)rx->msg)->seq;
-        case TANDEM__REPL__MSG_TYPE__MSG_VERIFY_REQ:
-                return ((const Tandem__Repl__VerifyRequest *)rx->msg)->seq;
-        case TANDEM__REPL__MSG_TYPE__MSG_SCSI_STATE:
-                return ((const Tandem__Repl__ScsiState *)rx->msg)->seq;
-        case TANDEM__REPL__MSG_TYPE__MSG_LU_STATE:
-                return ((const Tandem__Repl__LuState *)rx->msg)->seq;
-        case TANDEM__REPL__MSG_TYPE__MSG_RESIZE:
-                return ((const Tandem__Repl__Resize *)rx->msg)->seq;
-        default:
-                return 0;
-        }
+        const uint64_t *seq = repl_msg_seq(rx->f.type, rx->msg);
+        return seq ? *seq : 0;
 }
 
 static bool more_input(int fd)

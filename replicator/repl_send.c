@@ -18,36 +18,6 @@
 
 #define SEND_BATCH_IOV 128 /* frames go two iovecs each */
 
-/* The Write message of a caller's change refers to the caller's data; all set their seq. */
-static int set_seq(uint8_t type, void *msg, uint64_t seq)
-{
-        switch (type) {
-        case TANDEM__REPL__MSG_TYPE__MSG_WRITE:
-                ((Tandem__Repl__Write *)msg)->seq = seq;
-                return 0;
-        case TANDEM__REPL__MSG_TYPE__MSG_FLUSH:
-                ((Tandem__Repl__Flush *)msg)->seq = seq;
-                return 0;
-        case TANDEM__REPL__MSG_TYPE__MSG_RS_DATA:
-                ((Tandem__Repl__ResyncData *)msg)->seq = seq;
-                return 0;
-        case TANDEM__REPL__MSG_TYPE__MSG_VERIFY_REQ:
-                ((Tandem__Repl__VerifyRequest *)msg)->seq = seq;
-                return 0;
-        case TANDEM__REPL__MSG_TYPE__MSG_SCSI_STATE:
-                ((Tandem__Repl__ScsiState *)msg)->seq = seq;
-                return 0;
-        case TANDEM__REPL__MSG_TYPE__MSG_LU_STATE:
-                ((Tandem__Repl__LuState *)msg)->seq = seq;
-                return 0;
-        case TANDEM__REPL__MSG_TYPE__MSG_RESIZE:
-                ((Tandem__Repl__Resize *)msg)->seq = seq;
-                return 0;
-        default:
-                return -EINVAL;
-        }
-}
-
 struct repl_req *repl_req_new(enum repl_op_kind kind, size_t owned_bytes)
 {
         struct repl_req *req = calloc(1, sizeof(*req));
@@ -82,8 +52,10 @@ int repl_queue_data_locked(struct repl_lun *r, struct repl_req *req, uint8_t typ
                            const void *payload, uint32_t payload_len)
 {
         uint64_t seq = r->next_seq;
-        if (set_seq(type, msg, seq) < 0)
+        uint64_t *msg_seq = repl_msg_seq(type, msg);
+        if (!msg_seq)
                 return -EINVAL;
+        *msg_seq = seq;
         size_t msg_len = protobuf_c_message_get_packed_size(msg);
         if (msg_len > REPL_MSG_MAX || payload_len > REPL_PAYLOAD_MAX)
                 return -EMSGSIZE;

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "repl_internal.h"
+#include "tandem/clock.h"
 #include "tandem/handler.h"
 #include "tandem/log.h"
 
@@ -35,9 +36,7 @@ static bool move_cancelled(void *arg)
 
 static uint64_t now_ms(void)
 {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+        return tdm_now_ns() / 1000000u;
 }
 
 /* Runs the handler: 0 once it asked the cluster to move the Primary here. */

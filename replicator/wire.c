@@ -30,36 +30,54 @@ __attribute__((format(printf, 1, 2))) static const char *why_fmt(const char *fmt
 struct msg_type_info {
         const char *name;
         const ProtobufCMessageDescriptor *desc;
+        bool data_channel; /* in the data channel's sequence: carries a seq */
 };
 
 static const struct msg_type_info msg_types[] = {
-    [TANDEM__REPL__MSG_TYPE__MSG_HELLO] = {"HELLO", &tandem__repl__hello__descriptor},
-    [TANDEM__REPL__MSG_TYPE__MSG_AUTH] = {"AUTH", &tandem__repl__auth__descriptor},
-    [TANDEM__REPL__MSG_TYPE__MSG_AUTH_RESULT] = {"AUTH_RESULT",
-                                                 &tandem__repl__auth_result__descriptor},
-    [TANDEM__REPL__MSG_TYPE__MSG_STATE] = {"STATE", &tandem__repl__state__descriptor},
-    [TANDEM__REPL__MSG_TYPE__MSG_BITMAP] = {"BITMAP", &tandem__repl__bitmap_chunk__descriptor},
-    [TANDEM__REPL__MSG_TYPE__MSG_WRITE] = {"WRITE", &tandem__repl__write__descriptor},
-    [TANDEM__REPL__MSG_TYPE__MSG_FLUSH] = {"FLUSH", &tandem__repl__flush__descriptor},
-    [TANDEM__REPL__MSG_TYPE__MSG_ACK] = {"ACK", &tandem__repl__ack__descriptor},
-    [TANDEM__REPL__MSG_TYPE__MSG_RS_DATA] = {"RS_DATA", &tandem__repl__resync_data__descriptor},
-    [TANDEM__REPL__MSG_TYPE__MSG_RS_ACK] = {"RS_ACK", &tandem__repl__ack__descriptor},
-    [TANDEM__REPL__MSG_TYPE__MSG_SYNC_DONE] = {"SYNC_DONE", &tandem__repl__sync_done__descriptor},
-    [TANDEM__REPL__MSG_TYPE__MSG_VERIFY_REQ] = {"VERIFY_REQ",
-                                                &tandem__repl__verify_request__descriptor},
-    [TANDEM__REPL__MSG_TYPE__MSG_VERIFY_REPLY] = {"VERIFY_REPLY",
-                                                  &tandem__repl__verify_reply__descriptor},
-    [TANDEM__REPL__MSG_TYPE__MSG_PING] = {"PING", &tandem__repl__ping__descriptor},
-    [TANDEM__REPL__MSG_TYPE__MSG_PING_ACK] = {"PING_ACK", &tandem__repl__ping__descriptor},
-    [TANDEM__REPL__MSG_TYPE__MSG_SCSI_STATE] = {"SCSI_STATE",
-                                                &tandem__repl__scsi_state__descriptor},
-    [TANDEM__REPL__MSG_TYPE__MSG_DISCONNECT] = {"DISCONNECT",
-                                                &tandem__repl__disconnect__descriptor},
-    [TANDEM__REPL__MSG_TYPE__MSG_LU_STATE] = {"LU_STATE", &tandem__repl__lu_state__descriptor},
-    [TANDEM__REPL__MSG_TYPE__MSG_FORWARD] = {"FORWARD", &tandem__repl__forward__descriptor},
-    [TANDEM__REPL__MSG_TYPE__MSG_FORWARD_REPLY] = {"FORWARD_REPLY",
-                                                   &tandem__repl__forward_reply__descriptor},
-    [TANDEM__REPL__MSG_TYPE__MSG_RESIZE] = {"RESIZE", &tandem__repl__resize__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_HELLO] = {.name = "HELLO",
+                                           .desc = &tandem__repl__hello__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_AUTH] = {.name = "AUTH", .desc = &tandem__repl__auth__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_AUTH_RESULT] = {.name = "AUTH_RESULT",
+                                                 .desc = &tandem__repl__auth_result__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_STATE] = {.name = "STATE",
+                                           .desc = &tandem__repl__state__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_BITMAP] = {.name = "BITMAP",
+                                            .desc = &tandem__repl__bitmap_chunk__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_WRITE] = {.name = "WRITE",
+                                           .desc = &tandem__repl__write__descriptor,
+                                           .data_channel = true},
+    [TANDEM__REPL__MSG_TYPE__MSG_FLUSH] = {.name = "FLUSH",
+                                           .desc = &tandem__repl__flush__descriptor,
+                                           .data_channel = true},
+    [TANDEM__REPL__MSG_TYPE__MSG_ACK] = {.name = "ACK", .desc = &tandem__repl__ack__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_RS_DATA] = {"RS_DATA", &tandem__repl__resync_data__descriptor,
+                                             true},
+    [TANDEM__REPL__MSG_TYPE__MSG_RS_ACK] = {.name = "RS_ACK",
+                                            .desc = &tandem__repl__ack__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_SYNC_DONE] = {.name = "SYNC_DONE",
+                                               .desc = &tandem__repl__sync_done__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_VERIFY_REQ] = {.name = "VERIFY_REQ",
+                                                .desc = &tandem__repl__verify_request__descriptor,
+                                                .data_channel = true},
+    [TANDEM__REPL__MSG_TYPE__MSG_VERIFY_REPLY] = {.name = "VERIFY_REPLY",
+                                                  .desc = &tandem__repl__verify_reply__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_PING] = {.name = "PING", .desc = &tandem__repl__ping__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_PING_ACK] = {.name = "PING_ACK",
+                                              .desc = &tandem__repl__ping__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_SCSI_STATE] = {"SCSI_STATE", &tandem__repl__scsi_state__descriptor,
+                                                true},
+    [TANDEM__REPL__MSG_TYPE__MSG_DISCONNECT] = {.name = "DISCONNECT",
+                                                .desc = &tandem__repl__disconnect__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_LU_STATE] = {"LU_STATE", &tandem__repl__lu_state__descriptor,
+                                              true},
+    [TANDEM__REPL__MSG_TYPE__MSG_FORWARD] = {.name = "FORWARD",
+                                             .desc = &tandem__repl__forward__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_FORWARD_REPLY] = {.name = "FORWARD_REPLY",
+                                                   .desc =
+                                                       &tandem__repl__forward_reply__descriptor},
+    [TANDEM__REPL__MSG_TYPE__MSG_RESIZE] = {.name = "RESIZE",
+                                            .desc = &tandem__repl__resize__descriptor,
+                                            .data_channel = true},
 };
 
 const ProtobufCMessageDescriptor *repl_msg_descriptor(uint8_t type)
@@ -67,6 +85,15 @@ const ProtobufCMessageDescriptor *repl_msg_descriptor(uint8_t type)
         if (type >= sizeof(msg_types) / sizeof(msg_types[0]))
                 return NULL;
         return msg_types[type].desc;
+}
+
+uint64_t *repl_msg_seq(uint8_t type, void *msg)
+{
+        if (!repl_msg_descriptor(type) || !msg_types[type].data_channel)
+                return NULL;
+        const ProtobufCFieldDescriptor *f =
+            protobuf_c_message_descriptor_get_field_by_name(msg_types[type].desc, "seq");
+        return f ? (uint64_t *)((char *)msg + f->offset) : NULL;
 }
 
 const char *repl_msg_name(uint8_t type)

@@ -89,6 +89,8 @@ void repl_rx_free(struct repl_rx *rx);
 
 const ProtobufCMessageDescriptor *repl_msg_descriptor(uint8_t type); /* NULL for unknown */
 const char *repl_msg_name(uint8_t type); /* "HELLO", "PING_ACK", ...; "UNKNOWN" */
+/* The seq member of a data-channel message (decoded msg of that type); NULL for the others. */
+uint64_t *repl_msg_seq(uint8_t type, void *msg);
 
 /* Low-level helpers, exported for the handshake and the engine. */
 int repl_read_full(int fd, void *buf, size_t len, int timeout_ms);

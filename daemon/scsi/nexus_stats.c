@@ -41,28 +41,27 @@ void scsi_task_record_done(struct scsi_task *task, uint64_t latency_ns)
         bump(&s->lat_hist[scsi_latency_bucket(latency_ns)], 1);
 }
 
+/* The counters of a LUN's or a nexus's stats (same members, different atomic types). */
+#define COUNTERS_COPY(s, out)                                                                      \
+        do {                                                                                       \
+                (out)->reads = atomic_load_explicit(&(s)->reads, memory_order_relaxed);            \
+                (out)->writes = atomic_load_explicit(&(s)->writes, memory_order_relaxed);          \
+                (out)->other = atomic_load_explicit(&(s)->other, memory_order_relaxed);            \
+                (out)->read_bytes = atomic_load_explicit(&(s)->read_bytes, memory_order_relaxed);  \
+                (out)->write_bytes =                                                               \
+                    atomic_load_explicit(&(s)->write_bytes, memory_order_relaxed);                 \
+                (out)->errors = atomic_load_explicit(&(s)->errors, memory_order_relaxed);          \
+                for (size_t i_ = 0; i_ < SCSI_LAT_BUCKETS; i_++)                                   \
+                        (out)->lat_hist[i_] =                                                      \
+                            atomic_load_explicit(&(s)->lat_hist[i_], memory_order_relaxed);        \
+        } while (0)
+
 void scsi_nexus_stats_read(const struct scsi_nexus *nx, struct scsi_io_counters *out)
 {
-        const struct scsi_nexus_stats *s = &nx->stats;
-        out->reads = atomic_load_explicit(&s->reads, memory_order_relaxed);
-        out->writes = atomic_load_explicit(&s->writes, memory_order_relaxed);
-        out->other = atomic_load_explicit(&s->other, memory_order_relaxed);
-        out->read_bytes = atomic_load_explicit(&s->read_bytes, memory_order_relaxed);
-        out->write_bytes = atomic_load_explicit(&s->write_bytes, memory_order_relaxed);
-        out->errors = atomic_load_explicit(&s->errors, memory_order_relaxed);
-        for (size_t i = 0; i < SCSI_LAT_BUCKETS; i++)
-                out->lat_hist[i] = atomic_load_explicit(&s->lat_hist[i], memory_order_relaxed);
+        COUNTERS_COPY(&nx->stats, out);
 }
 
 void scsi_lun_stats_read(const struct scsi_lun *lun, struct scsi_io_counters *out)
 {
-        const struct scsi_lun_stats *s = &lun->stats;
-        out->reads = atomic_load_explicit(&s->reads, memory_order_relaxed);
-        out->writes = atomic_load_explicit(&s->writes, memory_order_relaxed);
-        out->other = atomic_load_explicit(&s->other, memory_order_relaxed);
-        out->read_bytes = atomic_load_explicit(&s->read_bytes, memory_order_relaxed);
-        out->write_bytes = atomic_load_explicit(&s->write_bytes, memory_order_relaxed);
-        out->errors = atomic_load_explicit(&s->errors, memory_order_relaxed);
-        for (size_t i = 0; i < SCSI_LAT_BUCKETS; i++)
-                out->lat_hist[i] = atomic_load_explicit(&s->lat_hist[i], memory_order_relaxed);
+        COUNTERS_COPY(&lun->stats, out);
 }

@@ -9,12 +9,33 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fuzz_util.h"
 #include "tandem/config.h"
 #include "tandem/repl.h"
 
 static char conf_path[128];
+static char conf_dir[64];
+
+/* conf_path in a fresh directory named for the target, in /dev/shm (else /tmp). */
+static void conf_dir_init(const char *target)
+{
+        snprintf(conf_dir, sizeof(conf_dir), "/dev/shm/tandem-%s-XXXXXX", target);
+        if (!mkdtemp(conf_dir)) {
+                snprintf(conf_dir, sizeof(conf_dir), "/tmp/tandem-%s-XXXXXX", target);
+                FUZZ_ASSERT(mkdtemp(conf_dir) != NULL, "no temporary directory");
+        }
+        snprintf(conf_path, sizeof(conf_path), "%s/tandem.conf", conf_dir);
+}
+
+__attribute__((destructor)) static void conf_dir_remove(void)
+{
+        if (!conf_dir[0])
+                return;
+        unlink(conf_path);
+        rmdir(conf_dir);
+}
 
 /* The whole file, NUL-terminated (NULL if it cannot be read). */
 static char *read_file(const char *path, size_t *len)

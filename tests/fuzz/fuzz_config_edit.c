@@ -22,27 +22,12 @@
 
 #include "config_roundtrip.h"
 
-static char shm_dir[64];
-
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
         (void)argc;
         (void)argv;
-        snprintf(shm_dir, sizeof(shm_dir), "/dev/shm/tandem-fuzz-config-edit-XXXXXX");
-        if (!mkdtemp(shm_dir)) {
-                snprintf(shm_dir, sizeof(shm_dir), "/tmp/tandem-fuzz-config-edit-XXXXXX");
-                FUZZ_ASSERT(mkdtemp(shm_dir) != NULL, "no temporary directory");
-        }
-        snprintf(conf_path, sizeof(conf_path), "%s/tandem.conf", shm_dir);
+        conf_dir_init("fuzz-config-edit");
         return 0;
-}
-
-__attribute__((destructor)) static void remove_shm_dir(void)
-{
-        if (!shm_dir[0])
-                return;
-        unlink(conf_path);
-        rmdir(shm_dir);
 }
 
 static const char *const BASES[] = {
