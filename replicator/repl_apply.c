@@ -154,6 +154,17 @@ static int protocol_error(struct repl_lun *r, const char *fmt, const char *what)
         return -EPROTO;
 }
 
+/* A state record the Primary sent: stored on this node's medium; the LU above hears of it. */
+static int store_state(struct repl_lun *r, unsigned id, const void *buf, size_t len, bool persist)
+{
+        int rc = tdm_medium_state_put(r->local, id, buf, len, persist ? TDM_MIO_PERSIST : 0);
+        if (rc < 0)
+                return apply_failed(r, 0, 0, rc, "state record");
+        if (r->medium.state_changed)
+                r->medium.state_changed(r->medium.access_arg, id);
+        return 0;
+}
+
 static int on_write(struct repl_lun *r, struct rx_state *st, const struct repl_rx *rx)
 {
         const Tandem__Repl__Write *m = (const Tandem__Repl__Write *)rx->msg;
@@ -175,9 +186,14 @@ static int on_write(struct repl_lun *r, struct rx_state *st, const struct repl_r
         int rc = payload_in(st, rx->f.payload_len, &payload);
         if (rc < 0)
                 return rc;
+        if (m->has_state &&
+            (m->state_id >= TDM_STATE_RECORDS || !data || m->state.len > TDM_STATE_MAX_BYTES))
+                return protocol_error(r, "malformed %s from peer", "write with a state record");
         rc = apply_change(r, m->kind, payload, m->offset, m->length);
         if (rc == 0 && m->fua && (rc = tdm_medium_flush(r->local)) < 0) /* durable before the ack */
                 return apply_failed(r, m->offset, m->length, rc, "flush of a FUA write");
+        if (rc == 0 && m->has_state)
+                rc = store_state(r, m->state_id, m->state.data, m->state.len, false);
         return rc;
 }
 
@@ -280,12 +296,9 @@ static int on_lu_state(struct repl_lun *r, struct rx_state *st, const struct rep
         int rc = payload_in(st, rx->f.payload_len, &payload);
         if (rc < 0)
                 return rc;
-        rc = tdm_medium_state_put(r->local, m->id, payload, rx->f.payload_len,
-                                  m->persist ? TDM_MIO_PERSIST : 0);
+        rc = store_state(r, m->id, payload, rx->f.payload_len, m->persist);
         if (rc < 0)
-                return apply_failed(r, 0, 0, rc, "state record");
-        if (r->medium.state_changed)
-                r->medium.state_changed(r->medium.access_arg, m->id);
+                return rc;
         if (m->last_of_set) {
                 pthread_mutex_lock(&r->lock);
                 r->lu_state_valid = true;

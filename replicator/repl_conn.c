@@ -163,7 +163,7 @@ static void hs_local(struct repl_lun *r, int channel, struct repl_hs_local *l)
                                     .lun_naa = r->naa,
                                     .channel = channel,
                                     .features = REPL_FEATURE_VERIFY_SHA256 | REPL_FEATURE_FORWARD |
-                                                REPL_FEATURE_RESIZE};
+                                                REPL_FEATURE_RESIZE | REPL_FEATURE_WRITE_STATE};
 }
 
 static void refuse_stray(struct repl_lun *r);

@@ -116,6 +116,26 @@ int repl_queue_lu_state_snapshot_locked(struct repl_lun *r)
         return 0;
 }
 
+/*
+ * A peer older than REPL_FEATURE_WRITE_STATE gets a write's record as the frame after it: a
+ * Primary lost between the two leaves that peer the data without the record.
+ */
+static int queue_state_after_locked(struct repl_lun *r, const struct tdm_mio *io)
+{
+        struct repl_req *req = repl_req_new(REPL_OP_LU_STATE, io->state_len ? io->state_len : 1);
+        if (!req)
+                return -ENOMEM;
+        memcpy(req->owned, io->state, io->state_len);
+        req->off = io->state_id;
+        int rc =
+            queue_lu_state_locked(r, req, io->state_id, req->owned, io->state_len, false, false);
+        if (rc < 0) {
+                repl_req_put(req);
+                repl_req_put(req);
+        }
+        return rc;
+}
+
 static int queue_change_locked(struct repl_lun *r, struct repl_write *w)
 {
         struct repl_req *req = &w->req;
@@ -140,9 +160,20 @@ static int queue_change_locked(struct repl_lun *r, struct repl_write *w)
         m.kind = (uint32_t)req->kind; /* the wire's kinds are REPL_OP_WRITE/ZERO/UNMAP */
         if (w->io->flags & TDM_MIO_FUA)
                 m.fua = true;
+        const struct tdm_mio *io = w->io;
+        bool with_state = io->state && (r->peer_features & REPL_FEATURE_WRITE_STATE);
+        if (with_state) {
+                m.has_state = true;
+                m.state_id = io->state_id;
+                m.state.data = (uint8_t *)io->state;
+                m.state.len = io->state_len;
+        }
         bool data = req->kind == REPL_OP_WRITE;
-        return repl_queue_data_locked(r, req, TANDEM__REPL__MSG_TYPE__MSG_WRITE, &m,
-                                      data ? w->io->buf : NULL, data ? (uint32_t)req->len : 0);
+        int rc = repl_queue_data_locked(r, req, TANDEM__REPL__MSG_TYPE__MSG_WRITE, &m,
+                                        data ? io->buf : NULL, data ? (uint32_t)req->len : 0);
+        if (rc == 0 && io->state && !with_state)
+                rc = queue_state_after_locked(r, io);
+        return rc;
 }
 
 /*
@@ -195,6 +226,9 @@ static void start_both(struct repl_write *w)
                                     .off = w->io->off,
                                     .len = w->io->len,
                                     .buf = w->io->buf,
+                                    .state = w->io->state,
+                                    .state_len = w->io->state_len,
+                                    .state_id = w->io->state_id,
                                     .done = local_done,
                                     .arg = w};
         tdm_medium_submit(r->local, &w->local);

@@ -31,6 +31,7 @@
 #define REPL_FEATURE_VERIFY_SHA256 0x1ull              /* feature bits we offer */
 #define REPL_FEATURE_FORWARD       0x2ull /* runs a Secondary's forwarded PR OUT (Forward) */
 #define REPL_FEATURE_RESIZE        0x4ull /* grows with the Primary (Resize) */
+#define REPL_FEATURE_WRITE_STATE   0x8ull /* a Write may carry a state record (one change) */
 
 struct repl_frame {
         uint8_t type;

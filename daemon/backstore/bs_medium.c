@@ -71,6 +71,22 @@ static void state_run(struct net_work *w)
         io->result = state_put(io);
 }
 
+/* A write with a state record: the record only once the data is written. */
+static int write_with_state(struct tdm_mio *io)
+{
+        struct bs_medium *b = (struct bs_medium *)io->medium;
+        int rc = bs_run_sync(b->bs, io);
+        if (rc == 0)
+                rc = tdm_state_store_put(b->state, io->state_id, io->state, io->state_len, false);
+        return rc;
+}
+
+static void write_with_state_run(struct net_work *w)
+{
+        struct tdm_mio *io = bs_io_of_work(w);
+        io->result = write_with_state(io);
+}
+
 static void state_done(struct net_work *w)
 {
         struct tdm_mio *io = bs_io_of_work(w);
@@ -121,6 +137,16 @@ static void bsm_submit(struct tdm_medium *m, struct tdm_mio *io)
                         return;
                 }
                 io->work.run = state_run;
+                io->work.done = state_done;
+                net_pool_submit(&io->work);
+                return;
+        }
+        if (io->op == TDM_MIO_WRITE && io->state) { /* rare (COMPARE AND WRITE): the pool */
+                if (!io->loop) {
+                        tdm_mio_complete(io, write_with_state(io));
+                        return;
+                }
+                io->work.run = write_with_state_run;
                 io->work.done = state_done;
                 net_pool_submit(&io->work);
                 return;

@@ -115,6 +115,22 @@ int tdm_medium_write(struct tdm_medium *m, const void *buf, uint64_t len, uint64
         return tdm_medium_run(m, &io);
 }
 
+int tdm_medium_write_with_state(struct tdm_medium *m, const void *buf, uint64_t len, uint64_t off,
+                                uint32_t flags, unsigned id, const void *state, uint32_t state_len)
+{
+        if (id >= TDM_STATE_RECORDS || !state || state_len > TDM_STATE_MAX_BYTES)
+                return -EINVAL;
+        struct tdm_mio io = {.op = TDM_MIO_WRITE,
+                             .flags = flags,
+                             .off = off,
+                             .len = len,
+                             .buf = (void *)buf,
+                             .state = state,
+                             .state_len = state_len,
+                             .state_id = (uint8_t)id};
+        return tdm_medium_run(m, &io);
+}
+
 int tdm_medium_flush(struct tdm_medium *m)
 {
         struct tdm_mio io = {.op = TDM_MIO_FLUSH};

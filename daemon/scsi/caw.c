@@ -11,9 +11,9 @@
  * the datastore. So a CAW that miscompares completes GOOD, writing nothing, when the medium
  * holds exactly its write half (its effect is there), or when it is the one its initiator
  * applied there last: every applied CAW is remembered (caw_memory.c: per initiator and LBA, a
- * digest of both halves, stored on every copy after its write), which covers a resend after
- * another host changed the blocks. Never a GOOD for a write that did not land: a crash between
- * the write and its record, with the blocks changed since, leaves that resend to miscompare.
+ * digest of both halves, stored on every copy in the same change as its write), which covers
+ * a resend after another host changed the blocks. Never a GOOD for a write that did not land:
+ * a copy holds the entry only with the data.
  * A resend comes on a new session (the status was lost with the connection), so this holds
  * only for a CAW at an LBA its nexus has had no CAW answered at: the same CAW sent twice on one
  * session is a repeat, and its second copy miscompares as SBC says.
@@ -94,19 +94,13 @@ static enum scsi_reason caw_locked(struct scsi_task *task, uint8_t *buf, uint64_
                 task->info_valid = true;
                 return SR_MISCOMPARE_VERIFY;
         }
-        rc = tdm_medium_write(lun->medium, write, len, off,
-                              scsi_write_flags(task, task->cdb[1] & 0x08));
+        uint32_t flags = scsi_write_flags(task, task->cdb[1] & 0x08);
+        rc = who ? scsi_caw_write_remembered(lun, who, task->lba,
+                                             scsi_caw_digest(task->data_out, halves), write, len,
+                                             flags)
+                 : tdm_medium_write(lun->medium, write, len, off, flags);
         if (rc < 0)
                 return scsi_io_error(task, "compare and write", rc, true);
-        /*
-         * Remembered only once written on every copy: an entry for a write that never landed
-         * would answer that CAW's resend GOOD over another host's change (the lock held twice).
-         */
-        if (who &&
-            scsi_caw_remember(lun, who, task->lba, scsi_caw_digest(task->data_out, halves)) < 0)
-                log_warn("LUN %llu: COMPARE AND WRITE at %llu applied but not remembered: a "
-                         "resend of it would miscompare",
-                         (unsigned long long)lun->id, (unsigned long long)off);
         scsi_lun_count_bytes(lun, true, len);
         return SCSI_OK;
 }

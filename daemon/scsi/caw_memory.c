@@ -1,10 +1,13 @@
 /*
  * The COMPARE AND WRITEs a logical unit applied, remembered so that a resend is answered as
  * the first copy was: per initiator and LBA, a digest of the last CAW that initiator applied
- * there. The table is a state record of the medium (SCSI_STATE_CAW), stored once the CAW's
- * write is on every copy and ordered after it, so a peer that has the entry has the data, and
- * a promoted peer recognises a resend even after another initiator changed the blocks since
- * (a resend compared with the data alone would then miscompare: ESXi's "ATS miscompare").
+ * there. The table is a state record of the medium (SCSI_STATE_CAW) that travels with the
+ * CAW's write half as one change (tdm_medium_write_with_state: one replication frame), so a
+ * copy has the entry exactly when it has the data, and a promoted peer recognises a resend
+ * even after another initiator changed the blocks since (a resend compared with the data
+ * alone would then miscompare: ESXi's "ATS miscompare"). Stored before the write, the entry
+ * could outlive a write that never landed (a lock held twice); stored after it, a crash in
+ * between forgot an applied CAW (the false miscompare): neither order is safe, one change is.
  *
  * Keyed by initiator name, not port name: libiscsi (QEMU) takes a new ISID when it
  * reconnects, and a host may resend on another path. Not persistent: after every node
@@ -118,7 +121,12 @@ static struct caw_table *table_load(struct scsi_lun *lun, uint8_t *buf)
         return t;
 }
 
-int scsi_caw_remember(struct scsi_lun *lun, const char *initiator, uint64_t lba, uint64_t digest)
+/*
+ * Under caw_lock until the write is done: two CAWs at other LBAs each adding their entry to
+ * the same table would otherwise store it without the other's.
+ */
+int scsi_caw_write_remembered(struct scsi_lun *lun, const char *initiator, uint64_t lba,
+                              uint64_t digest, const void *data, uint32_t len, uint32_t flags)
 {
         struct scsi_lun_private *priv = scsi_lun_private(lun);
         uint8_t *buf = malloc(CAW_RECORD_MAX);
@@ -132,7 +140,9 @@ int scsi_caw_remember(struct scsi_lun *lun, const char *initiator, uint64_t lba,
                 struct caw_entry *e = table_slot(t, initiator, lba);
                 *e = (struct caw_entry){.lba = lba, .digest = digest, .seq = seq};
                 snprintf(e->initiator, sizeof(e->initiator), "%s", initiator);
-                rc = scsi_lun_state_store(lun, SCSI_STATE_CAW, buf, table_encode(t, buf), false);
+                size_t record_len = table_encode(t, buf);
+                rc = tdm_medium_write_with_state(lun->medium, data, len, lba * lun->block_size,
+                                                 flags, SCSI_STATE_CAW, buf, (uint32_t)record_len);
                 free(t);
         }
         pthread_mutex_unlock(&priv->caw_lock);

@@ -245,10 +245,12 @@ uint32_t scsi_write_flags(const struct scsi_task *task, bool fua);
 
 /*
  * caw_memory.c: the COMPARE AND WRITEs applied, per initiator and LBA (a state record), so a
- * resend is answered GOOD. Blocking (pool). remember: once the write is on every copy.
+ * resend is answered GOOD. Blocking (pool). write_remembered: the CAW's write half and its
+ * entry in the table as one change of the medium (every copy has both or neither).
  */
 uint64_t scsi_caw_digest(const void *halves, size_t len);
-int scsi_caw_remember(struct scsi_lun *lun, const char *initiator, uint64_t lba, uint64_t digest);
+int scsi_caw_write_remembered(struct scsi_lun *lun, const char *initiator, uint64_t lba,
+                              uint64_t digest, const void *data, uint32_t len, uint32_t flags);
 bool scsi_caw_was_applied(struct scsi_lun *lun, const char *initiator, uint64_t lba,
                           uint64_t digest);
 

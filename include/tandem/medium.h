@@ -59,7 +59,15 @@ struct tdm_mio {
         uint64_t off, len;
         void *buf; /* READ: filled; WRITE: the data (must stay valid until done) */
         void (*done)(struct tdm_mio *io);
-        void *arg;  /* the submitter's */
+        void *arg; /* the submitter's */
+        /*
+         * WRITE only (state NULL: none): a state record stored with the data as one change,
+         * on every copy: a copy holds both or neither, so the record never describes data a
+         * copy lacks (COMPARE AND WRITE remembers what it applied this way).
+         */
+        const void *state;
+        uint32_t state_len;
+        uint8_t state_id;
         int result; /* set before done: 0 or -errno */
 
         /* The medium's, while in flight. */
@@ -220,6 +228,9 @@ void tdm_medium_request_active(struct tdm_medium *m, struct tdm_mio *io);
 int tdm_medium_read(struct tdm_medium *m, void *buf, uint64_t len, uint64_t off);
 int tdm_medium_write(struct tdm_medium *m, const void *buf, uint64_t len, uint64_t off,
                      uint32_t flags);
+/* A write with state record id set to state/state_len in the same change (see tdm_mio.state). */
+int tdm_medium_write_with_state(struct tdm_medium *m, const void *buf, uint64_t len, uint64_t off,
+                                uint32_t flags, unsigned id, const void *state, uint32_t state_len);
 int tdm_medium_flush(struct tdm_medium *m);
 int tdm_medium_change(struct tdm_medium *m, enum tdm_mio_op op, uint64_t off, uint64_t len);
 void tdm_medium_destroy(struct tdm_medium *m);

@@ -13,6 +13,7 @@
  *   read LBA BLOCKS [PAT]    READ(10); with PAT (a byte), every byte must equal it
  *   write LBA BLOCKS PAT     WRITE(10) of PAT bytes
  *   write-fua LBA BLOCKS PAT WRITE(10) with FUA
+ *   caw LBA OLD NEW          COMPARE AND WRITE of one block: every byte OLD, then NEW
  *   sync                     SYNCHRONIZE CACHE(10) of the whole LUN
  *   report-luns              REPORT LUNS, prints luns=0,1,...
  *   get-wce                  MODE SENSE(10) caching page, prints wce=0|1
@@ -42,6 +43,8 @@
 #include <iscsi/iscsi.h>
 #include <iscsi/scsi-lowlevel.h>
 
+#include "tandem/byteorder.h"
+
 #define WAIT_LIMIT_MS      120000
 #define CACHING_PAGE       0x08
 #define MODE_HDR10_LEN     8
@@ -61,30 +64,6 @@ static uint64_t now_ms(void)
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static void put_be16(uint8_t *p, uint16_t v)
-{
-        p[0] = (uint8_t)(v >> 8);
-        p[1] = (uint8_t)v;
-}
-
-static void put_be32(uint8_t *p, uint32_t v)
-{
-        p[0] = (uint8_t)(v >> 24);
-        p[1] = (uint8_t)(v >> 16);
-        p[2] = (uint8_t)(v >> 8);
-        p[3] = (uint8_t)v;
-}
-
-static uint32_t get_be32(const uint8_t *p)
-{
-        return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static uint64_t get_be64(const uint8_t *p)
-{
-        return (uint64_t)get_be32(p) << 32 | get_be32(p + 4);
 }
 
 /* Status word printed after "CMD: ". */
@@ -214,6 +193,24 @@ static int cmd_write(struct session *s, const char *what, uint32_t lba, uint16_t
         put_be32(cdb + 2, lba);
         put_be16(cdb + 7, blocks);
         int rc = report(what, run_cdb(s, what, cdb, 10, SCSI_XFER_WRITE, len, buf), "");
+        free(buf);
+        return rc;
+}
+
+static int cmd_caw(struct session *s, const char *what, uint32_t lba, int old_pat, int new_pat)
+{
+        uint8_t cdb[16] = {0x89};
+        uint32_t bs = s->block_size;
+        uint8_t *buf = malloc(2 * (size_t)bs);
+        if (buf == NULL) {
+                printf("%s: ERROR out of memory\n", what);
+                return -ENOMEM;
+        }
+        memset(buf, old_pat, bs);
+        memset(buf + bs, new_pat, bs);
+        put_be64(cdb + 2, lba);
+        cdb[13] = 1;
+        int rc = report(what, run_cdb(s, what, cdb, 16, SCSI_XFER_WRITE, 2 * bs, buf), "");
         free(buf);
         return rc;
 }
@@ -369,6 +366,10 @@ static int run_command(struct session *s, const char *cmd)
                 return cmd_set_wce(s, cmd, a[0] == '1');
         if (strcmp(verb, "wait") == 0 && n == 2)
                 return cmd_wait(s, cmd, a);
+        uint32_t old_pat, new_pat;
+        if (strcmp(verb, "caw") == 0 && n == 4 && parse_u32(a, &lba) && parse_u32(b, &old_pat) &&
+            parse_u32(c, &new_pat) && old_pat <= 0xff && new_pat <= 0xff)
+                return cmd_caw(s, cmd, lba, (int)old_pat, (int)new_pat);
         bool rw = !strcmp(verb, "read") || !strcmp(verb, "write") || !strcmp(verb, "write-fua");
         if (!rw || n < 3 || !parse_u32(a, &lba) || !parse_u32(b, &blocks) || blocks > 0xffff)
                 return -EINVAL;
@@ -405,7 +406,7 @@ static void usage(FILE *f)
         fprintf(f, "usage: tdm-session [--initiator IQN] URL COMMAND...\n"
                    "commands: tur | read LBA BLOCKS [PAT] | write LBA BLOCKS PAT |\n"
                    "          write-fua LBA BLOCKS PAT | sync | report-luns | get-wce |\n"
-                   "          set-wce 0|1 | wait PATH\n");
+                   "          set-wce 0|1 | caw LBA OLD NEW | wait PATH\n");
 }
 
 int main(int argc, char **argv)

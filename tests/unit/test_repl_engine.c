@@ -754,6 +754,113 @@ START_TEST(test_malformed_writes)
 }
 END_TEST
 
+/* ---- 3b. a write that carries a state record: one change ---- */
+
+#define CAW_STATE_ID 5u
+
+static void write_with_state_msg(Tandem__Repl__Write *m, uint64_t seq, uint64_t off, uint32_t kind,
+                                 uint32_t state_id, const char *state)
+{
+        *m = (Tandem__Repl__Write)TANDEM__REPL__WRITE__INIT;
+        m->seq = seq;
+        m->offset = off;
+        m->length = BLK;
+        m->kind = kind;
+        m->has_state = true;
+        m->state_id = state_id;
+        m->state.data = (uint8_t *)state;
+        m->state.len = strlen(state);
+}
+
+/* The engine's copy of a state record, as a string ("" when it has none). */
+static void engine_state(unsigned id, char *buf, size_t cap)
+{
+        size_t n = tdm_medium_state_get(repl_lun_medium(eng.r), id, buf, cap - 1, NULL);
+        buf[n < cap ? n : cap - 1] = '\0';
+}
+
+/* A malformed write with a state record: dropped, neither the data nor the record stored. */
+static void write_with_state_refused(uint32_t kind, uint32_t state_id, const char *what)
+{
+        char before[64], after[64];
+        engine_state(CAW_STATE_ID, before, sizeof(before));
+        file_snapshot();
+        struct fake f;
+        fake_connect(&f);
+        assert_status(REPL_CONN_CONNECTED, NULL, WAIT_MS);
+        Tandem__Repl__Write m;
+        write_with_state_msg(&m, 1, 8192, kind, state_id, "refused record");
+        uint8_t *p = pattern(BLK, 0x48);
+        struct iovec iov = {.iov_base = p, .iov_len = BLK};
+        bool data = kind == REPL_IO_WRITE;
+        int rc = repl_send(f.data_fd, TANDEM__REPL__MSG_TYPE__MSG_WRITE, &m.base,
+                           data ? &iov : NULL, data ? 1 : 0, WAIT_MS);
+        ck_assert_msg(rc == 0 || rc == -ECONNRESET, "%s: send %d", what, rc);
+        ck_assert_msg(fake_wait_closed(&f, WAIT_MS), "%s: not dropped", what);
+        ck_assert_msg(wait_status(REPL_CONN_CONNECTING, "malformed", WAIT_MS, NULL),
+                      "%s: last_error \"%s\"", what, status_now().last_error);
+        ck_assert_msg(f.max_ack == 0, "%s: acknowledged", what);
+        fake_close(&f);
+        assert_file_unchanged();
+        engine_state(CAW_STATE_ID, after, sizeof(after));
+        ck_assert_str_eq(after, before);
+        free(p);
+}
+
+START_TEST(test_write_with_state)
+{
+        /* Applied: the data, then the record, then the ack. */
+        struct fake f;
+        fake_connect(&f);
+        assert_connected_clean(WAIT_MS);
+        uint8_t *p = pattern(BLK, 0x44);
+        Tandem__Repl__Write m;
+        write_with_state_msg(&m, 1, 8192, REPL_IO_WRITE, CAW_STATE_ID, "caw table one");
+        struct iovec iov = {.iov_base = p, .iov_len = BLK};
+        ck_assert_int_eq(
+            repl_send(f.data_fd, TANDEM__REPL__MSG_TYPE__MSG_WRITE, &m.base, &iov, 1, WAIT_MS), 0);
+        ck_assert_int_eq(fake_send_flush(&f, 2), 0);
+        ck_assert_msg(fake_wait_ack(&f, 2, WAIT_MS), "no ack for seq 2");
+        ck_assert_int_eq(fake_seen(&f).ack_error, 0);
+        uint8_t got[BLK];
+        file_read(8192, got, BLK);
+        ck_assert(memcmp(got, p, BLK) == 0);
+        char rec[64];
+        engine_state(CAW_STATE_ID, rec, sizeof(rec));
+        ck_assert_str_eq(rec, "caw table one");
+
+        /*
+         * The Primary lost halfway through the next such frame: the engine has neither its
+         * data nor its record (the old pair stays), whatever part of the frame arrived.
+         */
+        file_snapshot();
+        uint8_t *q = pattern(BLK, 0x45);
+        write_with_state_msg(&m, 3, 8192, REPL_IO_WRITE, CAW_STATE_ID, "caw table two");
+        size_t msg_len = protobuf_c_message_get_packed_size(&m.base);
+        size_t frame_len = REPL_FRAME_HDR_LEN + msg_len + BLK;
+        uint8_t *frame = malloc(frame_len);
+        ck_assert_ptr_nonnull(frame);
+        repl_frame_encode(frame, TANDEM__REPL__MSG_TYPE__MSG_WRITE, (uint32_t)msg_len, BLK);
+        protobuf_c_message_pack(&m.base, frame + REPL_FRAME_HDR_LEN);
+        memcpy(frame + REPL_FRAME_HDR_LEN + msg_len, q, BLK);
+        ck_assert_int_eq(repl_write_full(f.data_fd, frame, frame_len - BLK / 2, WAIT_MS), 0);
+        fake_close(&f);
+        ck_assert(wait_status(REPL_CONN_CONNECTING, NULL, WAIT_MS, NULL));
+        nap_ms(50);
+        assert_file_unchanged();
+        engine_state(CAW_STATE_ID, rec, sizeof(rec));
+        ck_assert_str_eq(rec, "caw table one");
+        free(frame);
+        free(q);
+        free(p);
+
+        /* A record id beyond the table, a record on a zeroing write: malformed. */
+        write_with_state_refused(REPL_IO_WRITE, TDM_STATE_RECORDS, "record id out of range");
+        write_with_state_refused(REPL_IO_ZERO, CAW_STATE_ID, "record on a zero write");
+        good_roundtrip(1 << 20, 0x13, WAIT_MS);
+}
+END_TEST
+
 /* ---- 4. bad frames after authentication ---- */
 
 enum raw_channel { RAW_DATA, RAW_CTL };
@@ -1103,6 +1210,7 @@ static Suite *engine_suite(void)
         tcase_add_test(tc, test_write_flush_ack);
         tcase_add_test(tc, test_out_of_order_seq);
         tcase_add_test(tc, test_malformed_writes);
+        tcase_add_test(tc, test_write_with_state);
         tcase_add_test(tc, test_bad_frames);
         tcase_add_test(tc, test_handshake_refusals);
         tcase_add_test(tc, test_size_mismatch);
