@@ -151,13 +151,46 @@ static uint8_t tmf_abort_task(struct iscsi_conn *c, const struct iscsi_req_hdr *
         return TMF_RSP_NO_TASK;
 }
 
-static uint8_t tmf_lun_reset(struct iscsi_conn *c, uint64_t lun_id)
+/*
+ * A reset whose effects changed LUs' records (a RESERVE ended) is answered once they are
+ * stored on every copy (on the pool), so a peer promoted after the answer has them.
+ */
+struct tmf_store {
+        struct net_work work; /* first */
+        struct iscsi_conn *c;
+        be32 itt;
+        uint8_t response;
+        bool cold;
+        unsigned n;
+        struct scsi_lun *luns[SCSI_MAX_LUNS];
+};
+
+/* lun's reset changed its records: stored before the answer (the collector holds a ref). */
+static void tmf_store_add(struct tmf_store **st, struct scsi_lun *lun)
+{
+        if (!*st)
+                *st = calloc(1, sizeof(**st));
+        if (!*st) { /* no memory for the wait: stored here, the loop waits */
+                scsi_lun_store_reset(lun);
+                return;
+        }
+        scsi_lun_get(lun);
+        (*st)->luns[(*st)->n++] = lun;
+}
+
+static void tmf_reset_lun(struct iscsi_conn *c, struct scsi_lun *lun, struct tmf_store **st)
+{
+        if (scsi_nexus_lun_reset(&c->sess->nexus, lun))
+                tmf_store_add(st, lun);
+}
+
+static uint8_t tmf_lun_reset(struct iscsi_conn *c, uint64_t lun_id, struct tmf_store **st)
 {
         struct scsi_lun *lun = scsi_target_get_lun(c->sess->target, lun_id);
         if (!lun)
                 return TMF_RSP_NO_LUN;
         abort_lun_tasks(c, lun_id);
-        scsi_nexus_lun_reset(&c->sess->nexus, lun);
+        tmf_reset_lun(c, lun, st);
         scsi_lun_put(lun);
         return TMF_RSP_COMPLETE;
 }
@@ -175,17 +208,57 @@ static uint8_t tmf_task_set(struct iscsi_conn *c, uint64_t lun_id, bool clear)
         return TMF_RSP_COMPLETE;
 }
 
-static uint8_t tmf_target_reset(struct iscsi_conn *c)
+static uint8_t tmf_target_reset(struct iscsi_conn *c, struct tmf_store **st)
 {
         abort_lun_tasks(c, UINT64_MAX);
         for (uint64_t id = 0; id < SCSI_MAX_LUNS; id++) {
                 struct scsi_lun *lun = scsi_target_get_lun(c->sess->target, id);
                 if (!lun)
                         continue;
-                scsi_nexus_lun_reset(&c->sess->nexus, lun);
+                tmf_reset_lun(c, lun, st);
                 scsi_lun_put(lun);
         }
         return TMF_RSP_COMPLETE;
+}
+
+static void tmf_respond(struct iscsi_conn *c, be32 itt, uint8_t response, bool cold)
+{
+        struct iscsi_tx *tx = iscsi_tx_alloc(c);
+        if (!tx)
+                return;
+        struct iscsi_rsp_hdr *h = (struct iscsi_rsp_hdr *)tx->hdr;
+        h->opcode = ISCSI_OP_TMF_RSP;
+        h->flags = ISCSI_FLAG_FINAL;
+        h->response = response;
+        h->itt = itt;
+        iscsi_fill_sn(c, &h->sn, true);
+        iscsi_tx_seal(c, tx);
+        if (cold) {
+                tx->close_after = true;
+                c->state = ISCSI_CONN_LOGOUT;
+        }
+        iscsi_tx_queue(c, tx);
+}
+
+static void tmf_store_run(struct net_work *w)
+{
+        struct tmf_store *st = (struct tmf_store *)w;
+        for (unsigned i = 0; i < st->n; i++)
+                scsi_lun_store_reset(st->luns[i]);
+}
+
+/* Back on the connection's loop: the answer, unless the connection is gone. */
+static void tmf_store_done(struct net_work *w)
+{
+        struct tmf_store *st = (struct tmf_store *)w;
+        struct iscsi_conn *c = st->c;
+        for (unsigned i = 0; i < st->n; i++)
+                scsi_lun_put(st->luns[i]);
+        c->async_pending--;
+        if (c->state != ISCSI_CONN_CLOSED)
+                tmf_respond(c, st->itt, st->response, st->cold);
+        free(st);
+        iscsi_conn_mark_dirty(c);
 }
 
 int iscsi_tmf(struct iscsi_conn *c, const uint8_t *bhs)
@@ -196,6 +269,7 @@ int iscsi_tmf(struct iscsi_conn *c, const uint8_t *bhs)
         bool lun_ok = iscsi_lun_decode(q->lun, &lun);
         uint8_t response;
         bool cold = false;
+        struct tmf_store *st = NULL;
         switch (function) {
         case TMF_ABORT_TASK:
                 response = tmf_abort_task(c, q);
@@ -206,14 +280,14 @@ int iscsi_tmf(struct iscsi_conn *c, const uint8_t *bhs)
                     lun_ok ? tmf_task_set(c, lun, function == TMF_CLEAR_TASK_SET) : TMF_RSP_NO_LUN;
                 break;
         case TMF_LUN_RESET:
-                response = lun_ok ? tmf_lun_reset(c, lun) : TMF_RSP_NO_LUN;
+                response = lun_ok ? tmf_lun_reset(c, lun, &st) : TMF_RSP_NO_LUN;
                 break;
         case TMF_TARGET_WARM_RESET:
-                response = tmf_target_reset(c);
+                response = tmf_target_reset(c, &st);
                 break;
         case TMF_TARGET_COLD_RESET:
                 /* A warm reset, then every session of the target ends (ours after the answer). */
-                response = tmf_target_reset(c);
+                response = tmf_target_reset(c, &st);
                 iscsi_sessions_drop_target(c->sess->target, c);
                 cold = true;
                 break;
@@ -230,21 +304,19 @@ int iscsi_tmf(struct iscsi_conn *c, const uint8_t *bhs)
         }
         log_info("%s: task management function %u on LUN %llu: response %u", c->peer, function,
                  (unsigned long long)lun, response);
-        struct iscsi_tx *tx = iscsi_tx_alloc(c);
-        if (!tx)
+        if (st && st->n) {
+                st->work.run = tmf_store_run;
+                st->work.done = tmf_store_done;
+                st->c = c;
+                st->itt = q->itt;
+                st->response = response;
+                st->cold = cold;
+                c->async_pending++; /* the connection outlives the wait */
+                net_pool_submit(&st->work);
                 return 0;
-        struct iscsi_rsp_hdr *h = (struct iscsi_rsp_hdr *)tx->hdr;
-        h->opcode = ISCSI_OP_TMF_RSP;
-        h->flags = ISCSI_FLAG_FINAL;
-        h->response = response;
-        h->itt = q->itt;
-        iscsi_fill_sn(c, &h->sn, true);
-        iscsi_tx_seal(c, tx);
-        if (cold) {
-                tx->close_after = true;
-                c->state = ISCSI_CONN_LOGOUT;
         }
-        iscsi_tx_queue(c, tx);
+        free(st);
+        tmf_respond(c, q->itt, response, cold);
         return 0;
 }
 

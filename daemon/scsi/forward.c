@@ -1,10 +1,10 @@
 /*
  * Commands that change the LU's state, sent down a path to the node that does not serve.
  * With one port group per node (target_ports = "per_node") an initiator has a path to each
- * node, and SPC lets it send PERSISTENT RESERVE OUT down a standby path (Windows MPIO and
- * mpathpersist register every path). Only the serving node changes the LU's state, so the
- * standby node has it run there, as the same initiator port's, and passes its answer on.
- * The state it changed reaches this node with the data before the answer does.
+ * node, and SPC lets it send PERSISTENT RESERVE OUT and MODE SELECT down a standby path
+ * (Windows MPIO and mpathpersist register every path). Only the serving node changes the LU's
+ * state, so the standby node has it run there, as the same initiator port's, and passes its answer
+ * on. The state it changed reaches this node with the data before the answer does.
  */
 #include <errno.h>
 #include <string.h>
@@ -24,9 +24,10 @@ enum scsi_reason scsi_forward(struct scsi_task *task)
         struct tdm_forward_result res;
         int rc = tdm_medium_forward(task->lun->medium, &cmd, &res);
         if (rc < 0) {
-                log_info("LUN %llu: PERSISTENT RESERVE OUT from %s on a standby port: the "
-                         "serving node cannot run it (%s)",
+                log_info("LUN %llu: %s from %s on a standby port: the serving node cannot run "
+                         "it (%s)",
                          (unsigned long long)task->lun->id,
+                         task->entry ? task->entry->name : "a command",
                          task->nexus ? task->nexus->initiator : "?", strerror(-rc));
                 return SR_NOT_READY_STANDBY;
         }
@@ -44,6 +45,9 @@ void scsi_lun_forwarded(void *arg, const struct tdm_forward_cmd *cmd,
         else if (cmd->cdb_len >= 10 && cmd->cdb[0] == 0x5f)
                 r = scsi_pr_out_run(lun, cmd->port_name, cmd->cdb, cmd->param, cmd->param_len,
                                     &field, NULL);
+        else if ((cmd->cdb_len >= 6 && cmd->cdb[0] == 0x15) ||
+                 (cmd->cdb_len >= 10 && cmd->cdb[0] == 0x55))
+                r = scsi_mode_select_run(lun, cmd->cdb, cmd->param, cmd->param_len, 0, &field);
         else
                 r = SR_INVALID_OPCODE;
         scsi_reason_to_result(r, &field, res);

@@ -12,6 +12,7 @@
 static void (*const reloaders[SCSI_STATE_IDS])(struct scsi_lun *lun) = {
     [SCSI_STATE_PR] = scsi_pr_reload,
     [SCSI_STATE_RESERVE] = scsi_spc2_reload,
+    [SCSI_STATE_MODE] = scsi_mode_reload,
     [SCSI_STATE_UA] = scsi_ua_reload,
 };
 

@@ -203,14 +203,15 @@ void scsi_nexus_set_isid(struct scsi_nexus *nx, const uint8_t isid[6])
  * reservations do not).
  * Aborting the tasks in flight is the transport's part.
  */
-void scsi_nexus_lun_reset(struct scsi_nexus *nx, struct scsi_lun *lun)
+bool scsi_nexus_lun_reset(struct scsi_nexus *nx, struct scsi_lun *lun)
 {
         (void)nx;
         if (!lun)
-                return;
+                return false;
         atomic_store(&lun->removal_prevented, false);
-        scsi_reservation_release_all(lun);
+        bool released = scsi_reservation_release_all(lun);
         scsi_lun_raise_ua(lun, SCSI_UA_LUN_RESET, 0);
+        return released;
 }
 
 /*

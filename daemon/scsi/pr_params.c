@@ -41,13 +41,6 @@ size_t pr_tid_encode(const char *port_name, uint8_t *buf, size_t cap)
         return TID_HDR_LEN + addl;
 }
 
-static enum scsi_reason tid_bad(struct scsi_field_ptr *field, uint16_t byte, int bit)
-{
-        *field = (struct scsi_field_ptr){
-            .byte = byte, .bit = bit < 0 ? 0 : (uint8_t)bit, .bit_valid = bit >= 0};
-        return SR_INVALID_FIELD_PARAM;
-}
-
 /* The name part of a port name: the iSCSI name up to the separator (case-insensitive). */
 static const char *find_separator(const char *s)
 {
@@ -63,34 +56,35 @@ enum scsi_reason pr_tid_parse(const uint8_t *buf, size_t avail, char *port_name,
         if (avail < TID_HDR_LEN)
                 return SR_PARAM_LIST_LENGTH_ERROR;
         if ((buf[0] & 0x0f) != ISCSI_PROTOCOL)
-                return tid_bad(field, 0, 3);
+                return scsi_bad_param_at(field, 0, 3);
         /* An initiator device TransportID (00b) names no port: it cannot name an I_T nexus. */
         if ((buf[0] >> 6) != TID_FORMAT_PORT)
-                return tid_bad(field, 0, 7);
+                return scsi_bad_param_at(field, 0, 7);
         size_t addl = get_be16(buf + 2);
         if (addl < TID_MIN_ADDL || addl % 4)
-                return tid_bad(field, 2, -1);
+                return scsi_bad_param_at(field, 2, -1);
         if (TID_HDR_LEN + addl > avail)
                 return SR_PARAM_LIST_LENGTH_ERROR;
         const char *s = (const char *)buf + TID_HDR_LEN;
         size_t n = strnlen(s, addl);
         if (n == addl || n >= SCSI_PORT_NAME_MAX)
-                return tid_bad(field, TID_HDR_LEN, -1); /* no NUL, or longer than a port name */
+                return scsi_bad_param_at(field, TID_HDR_LEN,
+                                         -1); /* no NUL, or longer than a port name */
         char tmp[SCSI_PORT_NAME_MAX];
         memcpy(tmp, s, n + 1);
         const char *sep = find_separator(tmp);
         size_t name_len = sep ? (size_t)(sep - tmp) : 0;
         if (!sep || name_len == 0 || name_len > ISCSI_NAME_MAX)
-                return tid_bad(field, TID_HDR_LEN, -1);
+                return scsi_bad_param_at(field, TID_HDR_LEN, -1);
         const char *hex = sep + PORT_SEP_LEN;
         size_t digits = strlen(hex);
         if (digits == 0 || digits > ISID_HEX_DIGITS)
-                return tid_bad(field, (uint16_t)(TID_HDR_LEN + name_len), -1);
+                return scsi_bad_param_at(field, (uint16_t)(TID_HDR_LEN + name_len), -1);
         uint8_t isid[6] = {0};
         for (size_t i = 0; i < digits; i++) {
                 int c = hex[i];
                 if (!isxdigit(c))
-                        return tid_bad(field, (uint16_t)(TID_HDR_LEN + name_len), -1);
+                        return scsi_bad_param_at(field, (uint16_t)(TID_HDR_LEN + name_len), -1);
                 unsigned v = (unsigned)(isdigit(c) ? c - '0' : tolower(c) - 'a' + 10);
                 size_t pos = ISID_HEX_DIGITS - digits + i; /* right-aligned: leading zeroes */
                 isid[pos / 2] |= (uint8_t)(pos % 2 ? v : v << 4);
@@ -143,7 +137,7 @@ enum scsi_reason pr_out_parse(const uint8_t *cdb, const uint8_t *param, uint32_t
         p->aptpl = param[20] & 0x01;
         /* SPEC_I_PT is not offered (REPORT CAPABILITIES: SIP_C 0). */
         if (p->spec_i_pt)
-                return tid_bad(field, 20, 3);
+                return scsi_bad_param_at(field, 20, 3);
         if (len != PARAM_BASIC_LEN)
                 return SR_PARAM_LIST_LENGTH_ERROR;
         return SCSI_OK;

@@ -90,13 +90,13 @@ enum scsi_reason spc_release(struct scsi_task *task)
 
 /*
  * Drops the holder (any, or name's when taken by nexus_id or known only from the record);
- * the record follows later. Any thread.
+ * true if it did (the record is then to be stored). Any thread.
  */
-static void release_if(struct scsi_lun *lun, const char *name, uint64_t nexus_id)
+static bool release_if(struct scsi_lun *lun, const char *name, uint64_t nexus_id)
 {
         struct scsi_lun_private *priv = scsi_lun_private(lun);
         if (!scsi_lun_active(lun))
-                return; /* the active node's to end (its record says who holds it) */
+                return false; /* the active node's to end (its record says who holds it) */
         pthread_mutex_lock(&priv->state_lock);
         bool drop = priv->spc2_holder[0] &&
                     (!name || (strcmp(priv->spc2_holder, name) == 0 &&
@@ -107,13 +107,20 @@ static void release_if(struct scsi_lun *lun, const char *name, uint64_t nexus_id
                 scsi_lun_state_changed_locked(lun);
         }
         pthread_mutex_unlock(&priv->state_lock);
-        if (drop)
-                scsi_lun_state_store_later(lun, 1u << SCSI_STATE_RESERVE);
+        return drop;
 }
 
-void scsi_reservation_release_all(struct scsi_lun *lun)
+bool scsi_reservation_release_all(struct scsi_lun *lun)
 {
-        release_if(lun, NULL, 0);
+        return release_if(lun, NULL, 0);
+}
+
+void scsi_lun_store_reset(struct scsi_lun *lun)
+{
+        struct scsi_lun_private *priv = scsi_lun_private(lun);
+        pthread_mutex_lock(&priv->state_op_lock);
+        scsi_lun_state_store_locked(lun, 1u << SCSI_STATE_RESERVE);
+        pthread_mutex_unlock(&priv->state_op_lock);
 }
 
 /*
@@ -128,7 +135,8 @@ void scsi_nexus_fini(struct scsi_nexus *nx)
                 struct scsi_lun *lun = scsi_target_get_lun(nx->target, id);
                 if (!lun)
                         continue;
-                release_if(lun, nx->port_name, nx->id);
+                if (release_if(lun, nx->port_name, nx->id)) /* no command waits for it */
+                        scsi_lun_state_store_later(lun, 1u << SCSI_STATE_RESERVE);
                 scsi_lun_put(lun);
         }
 }

@@ -86,6 +86,8 @@ struct scsi_lun_private {
         _Atomic uint32_t res_summary; /* SCSI_RES_* */
         _Atomic uint64_t state_epoch;
         pthread_mutex_t caw_lock; /* the table of applied CAWs: load, change, store */
+        /* The nexus whose MODE SELECT went to the serving node: no attention for it. */
+        _Atomic uint64_t mode_select_origin;
 };
 
 static inline struct scsi_lun_private *scsi_lun_private(const struct scsi_lun *lun)
@@ -122,19 +124,14 @@ static inline uint64_t min_u64(uint64_t a, uint64_t b)
 /* INVALID FIELD IN CDB pointing at cdb[byte] (bit < 0: no bit pointer). */
 static inline enum scsi_reason scsi_bad_cdb_field(struct scsi_task *task, uint16_t byte, int bit)
 {
-        task->field.byte = byte;
-        task->field.bit = bit < 0 ? 0 : (uint8_t)bit;
-        task->field.bit_valid = bit >= 0;
+        scsi_field_point(&task->field, byte, bit);
         return SR_INVALID_FIELD_CDB;
 }
 
 /* INVALID FIELD IN PARAMETER LIST pointing at parameter byte (bit < 0: no bit pointer). */
 static inline enum scsi_reason scsi_bad_param_field(struct scsi_task *task, uint16_t byte, int bit)
 {
-        task->field.byte = byte;
-        task->field.bit = bit < 0 ? 0 : (uint8_t)bit;
-        task->field.bit_valid = bit >= 0;
-        return SR_INVALID_FIELD_PARAM;
+        return scsi_bad_param_at(&task->field, byte, bit);
 }
 
 /* True when [lba, lba + nblocks) lies inside the LUN (no overflow). */
@@ -326,7 +323,8 @@ void scsi_lun_forwarded(void *arg, const struct tdm_forward_cmd *cmd,
                         struct tdm_forward_result *res);
 
 /* reserve.c: RESERVE/RELEASE (SPC-2 logical unit reservations). */
-void scsi_reservation_release_all(struct scsi_lun *lun);
+/* LUN RESET: the RESERVE ends; true if one did (its record is then the caller's to store). */
+bool scsi_reservation_release_all(struct scsi_lun *lun);
 size_t scsi_spc2_encode_locked(const struct scsi_lun *lun, uint8_t *buf, size_t cap);
 void scsi_spc2_reload(struct scsi_lun *lun);
 enum scsi_reason spc_reserve(struct scsi_task *task);
@@ -407,5 +405,22 @@ enum scsi_mode_pc {
         SCSI_MODE_PC_DEFAULT = 2,
         SCSI_MODE_PC_SAVED = 3,
 };
+#define SCSI_MODE_BUF_MAX    128
+#define SCSI_CONTROL_D_SENSE 0x04 /* control page byte 2 */
+#define SCSI_CONTROL_SWP     0x08 /* control page byte 4 */
+/* Page code's bytes as MODE SENSE shows them into p (SCSI_MODE_BUF_MAX); 0: no such page. */
+uint32_t scsi_mode_page_put(const struct scsi_lun *lun, uint8_t code, enum scsi_mode_pc pc,
+                            uint8_t *p);
+
+/*
+ * mode_select.c: MODE SELECT(6/10) of lun for nexus origin (0: another node's, forwarded):
+ * checks the whole list, stores the new values in the LU's mode record (on every copy) and
+ * only then makes them current. Blocking (pool).
+ */
+enum scsi_reason scsi_mode_select_run(struct scsi_lun *lun, const uint8_t *cdb,
+                                      const uint8_t *param, uint32_t len, uint64_t origin,
+                                      struct scsi_field_ptr *field);
+/* The mode record changed on the other copy: its values become current (any thread). */
+void scsi_mode_reload(struct scsi_lun *lun);
 
 #endif

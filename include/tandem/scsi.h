@@ -98,6 +98,21 @@ struct scsi_field_ptr {
         bool bit_valid;
 };
 
+/* Points field at byte (bit < 0: no bit pointer). */
+static inline void scsi_field_point(struct scsi_field_ptr *field, uint16_t byte, int bit)
+{
+        *field = (struct scsi_field_ptr){
+            .byte = byte, .bit = bit < 0 ? 0 : (uint8_t)bit, .bit_valid = bit >= 0};
+}
+
+/* INVALID FIELD IN PARAMETER LIST at byte of a list that is not a task's (forwarded). */
+static inline enum scsi_reason scsi_bad_param_at(struct scsi_field_ptr *field, uint16_t byte,
+                                                 int bit)
+{
+        scsi_field_point(field, byte, bit);
+        return SR_INVALID_FIELD_PARAM;
+}
+
 /* Unit attention conditions, tracked per I_T nexus by generation counters. */
 enum scsi_ua_kind {
         SCSI_UA_LUN_RESET = 0,
@@ -400,8 +415,14 @@ int scsi_target_del_lun(struct scsi_target *t, uint64_t id);
 void scsi_nexus_init(struct scsi_nexus *nx, struct scsi_target *t, const char *initiator);
 /* The session's ISID (6 bytes): completes the initiator port name (zeroes until set). */
 void scsi_nexus_set_isid(struct scsi_nexus *nx, const uint8_t isid[6]);
-/* Task management. */
-void scsi_nexus_lun_reset(struct scsi_nexus *nx, struct scsi_lun *lun);
+/*
+ * Task management. LOGICAL UNIT RESET's effects on lun; true when they changed the LU's
+ * records (a RESERVE ended), which scsi_lun_store_reset must then store on every copy before
+ * the function is answered, so a peer promoted after the answer has them too.
+ */
+bool scsi_nexus_lun_reset(struct scsi_nexus *nx, struct scsi_lun *lun);
+/* Stores what a LUN RESET changed (blocking: the pool). */
+void scsi_lun_store_reset(struct scsi_lun *lun);
 /* CLEAR TASK SET from nx (its own tasks are the transport's): the other nexuses are told. */
 void scsi_nexus_clear_task_set(struct scsi_nexus *nx, struct scsi_lun *lun);
 

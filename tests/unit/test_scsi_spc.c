@@ -370,6 +370,45 @@ START_TEST(mode_select_wce)
 }
 END_TEST
 
+/*
+ * The values are the LU's mode record on the medium (so the peer has them), and a record
+ * that arrives from the other copy becomes current and tells every nexus.
+ */
+START_TEST(mode_record_stored_and_reloaded)
+{
+        h_clear_ua(&h.nx);
+        h_clear_ua(&h.nx2);
+        uint8_t rec[8];
+        ck_assert_uint_eq(tdm_medium_state_get(h.lun->medium, SCSI_STATE_MODE, rec, 8, NULL), 0);
+        struct scsi_task *t = mode_sense6(&h.nx, 1, 0, 0x08, 0, 255);
+        uint8_t param[24];
+        memcpy(param, t->data_in, 24);
+        param[0] = 0;
+        param[4 + 2] &= (uint8_t)~0x04;
+        h_assert_good(mode_select6(&h.nx, param, 24, 0x10));
+        ck_assert_uint_eq(tdm_medium_state_get(h.lun->medium, SCSI_STATE_MODE, rec, 8, NULL), 4);
+        ck_assert_int_eq(rec[0], 'M');
+        ck_assert_int_eq(rec[1], 1);
+        ck_assert_int_eq(rec[2], 0); /* WCE off, D_SENSE off, SWP off */
+        h_clear_ua(&h.nx2);
+
+        /* The peer's record: WCE on. Current at once; both nexuses told. */
+        const uint8_t peer[4] = {'M', 1, 0x1, 0};
+        ck_assert_int_eq(tdm_medium_state_put(h.lun->medium, SCSI_STATE_MODE, peer, 4, 0), 0);
+        scsi_lun_state_changed(h.lun, SCSI_STATE_MODE);
+        ck_assert(atomic_load(&h.lun->wce));
+        h_assert_sense(h_run_on(&h.nx2, tur, 6, NULL, 0, 0), 0x6, 0x2a, 0x01);
+        h_assert_sense(h_run_on(&h.nx, tur, 6, NULL, 0, 0), 0x6, 0x2a, 0x01);
+
+        /* A malformed record changes nothing and tells nobody. */
+        const uint8_t bad[4] = {'M', 9, 0x0, 0};
+        ck_assert_int_eq(tdm_medium_state_put(h.lun->medium, SCSI_STATE_MODE, bad, 4, 0), 0);
+        scsi_lun_state_changed(h.lun, SCSI_STATE_MODE);
+        ck_assert(atomic_load(&h.lun->wce));
+        h_assert_good(h_run_on(&h.nx2, tur, 6, NULL, 0, 0));
+}
+END_TEST
+
 START_TEST(mode_select_rejects)
 {
         h_clear_ua(&h.nx);
@@ -642,6 +681,7 @@ int main(void)
         tcase_add_test(tc, mode_sense10_long_lba);
         tcase_add_test(tc, mode_select_wce);
         tcase_add_test(tc, mode_select_rejects);
+        tcase_add_test(tc, mode_record_stored_and_reloaded);
         tcase_add_test(tc, prevent_allow_and_start_stop);
         tcase_add_test(tc, software_write_protect);
         tcase_add_test(tc, read_only_lun);
