@@ -299,7 +299,7 @@ echo "$cfront $cname" >>/etc/hosts
 # Vagrant maps the hostname to 127.0.1.1; corosync must find the node on the front network.
 sed -i "/^127\.0\.1\.1[[:space:]]/d" /etc/hosts
 
-install -d -m 700 /etc/tandem /var/lib/tandem
+install -d -m 700 /etc/tandem /var/lib/tandem /var/lib/tandem/tickle # tickle_dir of the crm file
 install -d -m 755 /var/log/tandem
 write_tandem_conf /etc/tandem/tandem.conf
 # A config that does not load fails the provisioning here, not the first start under Pacemaker.
