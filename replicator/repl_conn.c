@@ -206,7 +206,8 @@ static int channel_open(struct repl_lun *r, int channel, int *out, struct frame_
         rc = repl_handshake(fd, &l, &res, (int)r->cfg.timeout_ms, why, sizeof(why));
         if (rc == 0 && (rc = link_seal_init(&res, seal, open)) < 0)
                 snprintf(why, sizeof(why), "cannot key the link's sealing: %s", strerror(-rc));
-        OPENSSL_cleanse(&res, sizeof(res));
+        uint64_t features = res.features;
+        OPENSSL_cleanse(&res, sizeof(res)); /* the keys live on in the cipher contexts only */
         if (rc < 0) {
                 pthread_mutex_lock(&r->lock);
                 repl_set_error(r, "connection %s refused: %s", from, why);
@@ -215,7 +216,7 @@ static int channel_open(struct repl_lun *r, int channel, int *out, struct frame_
                 return -ECONNABORTED;
         }
         pthread_mutex_lock(&r->lock);
-        r->peer_features = res.features;
+        r->peer_features = features;
         pthread_mutex_unlock(&r->lock);
         *out = fd;
         return 0;
