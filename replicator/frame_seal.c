@@ -116,14 +116,13 @@ static int derive_one(const struct frame_kdf_in *in, const uint8_t salt[2 * FRAM
 
 int frame_keys_derive(const struct frame_kdf_in *in, struct frame_key *tx, struct frame_key *rx)
 {
-        if (in->self_id == in->peer_id || !frame_protect_name(in->mode) ||
-            !cipher_of(in->cipher) || !in->secret || !in->nonce_self || !in->nonce_peer)
+        if (in->self_id == in->peer_id || !frame_protect_name(in->mode) || !cipher_of(in->cipher) ||
+            !in->secret || !in->nonce_self || !in->nonce_peer)
                 return -EINVAL;
         uint8_t salt[2 * FRAME_NONCE_LEN];
         bool self_low = in->self_id < in->peer_id;
         memcpy(salt, self_low ? in->nonce_self : in->nonce_peer, FRAME_NONCE_LEN);
-        memcpy(salt + FRAME_NONCE_LEN, self_low ? in->nonce_peer : in->nonce_self,
-               FRAME_NONCE_LEN);
+        memcpy(salt + FRAME_NONCE_LEN, self_low ? in->nonce_peer : in->nonce_self, FRAME_NONCE_LEN);
         int rc = derive_one(in, salt, in->self_id, in->peer_id, tx);
         if (rc == 0)
                 rc = derive_one(in, salt, in->peer_id, in->self_id, rx);

@@ -61,7 +61,7 @@ struct frame_kdf_in {
         const uint8_t *nonce_self, *nonce_peer; /* FRAME_NONCE_LEN bytes each */
         uint32_t self_id, peer_id;              /* must differ */
         int channel;
-        const char *lun_naa; /* enters lowercased */
+        const char *lun_naa;                   /* enters lowercased */
         uint64_t features_self, features_peer; /* as each HELLO carried them */
         int mode;                              /* enum frame_protect */
         int cipher;                            /* enum frame_cipher */

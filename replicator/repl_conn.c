@@ -272,8 +272,9 @@ int repl_send_ctl(struct repl_lun *r, uint8_t type, void *msg)
 {
         pthread_mutex_lock(&r->ctl_send_lock);
         int fd = r->ctl_fd;
-        int rc = fd >= 0 ? repl_send_on(fd, &r->ctl_seal, type, msg, NULL, 0, (int)r->cfg.timeout_ms)
-                         : -ENOTCONN;
+        int rc = fd >= 0
+                     ? repl_send_on(fd, &r->ctl_seal, type, msg, NULL, 0, (int)r->cfg.timeout_ms)
+                     : -ENOTCONN;
         pthread_mutex_unlock(&r->ctl_send_lock);
         return rc;
 }

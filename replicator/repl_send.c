@@ -16,7 +16,7 @@
 #include "tandem/log.h"
 #include "wire.h"
 
-#define SEND_BATCH_IOV 192 /* frames go three iovecs each: head, payload, tag */
+#define SEND_BATCH_IOV 192            /* frames go three iovecs each: head, payload, tag */
 #define SEND_ARENA     (1024u * 1024) /* "encrypt": ciphertext of the payloads of one writev */
 
 /* The sender's sealing (frame_seal.h): the data channel's sending side and its arena. */
@@ -173,8 +173,7 @@ static int seal_req(struct send_seal *ss, struct repl_req *req, const void **pay
  * counter is the nonce); each one written is let go of. 0, or -errno with *list the frames
  * not (wholly) written.
  */
-static int write_frames(int fd, struct send_seal *ss, struct repl_req **listp,
-                        unsigned timeout_ms)
+static int write_frames(int fd, struct send_seal *ss, struct repl_req **listp, unsigned timeout_ms)
 {
         struct iovec iov[SEND_BATCH_IOV];
         uint8_t tags[SEND_BATCH_IOV / 3][FRAME_TAG_LEN];
@@ -200,8 +199,8 @@ static int write_frames(int fd, struct send_seal *ss, struct repl_req **listp,
                                 iov[n++] = (struct iovec){.iov_base = (void *)payload,
                                                           .iov_len = end->payload_len};
                         if (sealed)
-                                iov[n++] = (struct iovec){.iov_base = tags[f++],
-                                                          .iov_len = FRAME_TAG_LEN};
+                                iov[n++] =
+                                    (struct iovec){.iov_base = tags[f++], .iov_len = FRAME_TAG_LEN};
                         end = end->out_next;
                 }
                 int rc = repl_writev_full(fd, iov, (size_t)n, (int)timeout_ms);
@@ -245,11 +244,11 @@ void *repl_sender_main(void *arg)
                 int rc = write_frames(fd, &ss, &list, r->cfg.timeout_ms);
                 if (rc < 0) {
                         /* The link is gone: the peer's parts complete through the disconnect. */
-                        repl_disconnect_gen(r, gen,
-                                            rc == -ETIMEDOUT ? "peer stopped reading (send timed out)"
-                                            : rc == -EIO || rc == -ENOMEM
-                                                ? "cannot seal a frame for the peer"
-                                                : "send to peer failed");
+                        repl_disconnect_gen(
+                            r, gen,
+                            rc == -ETIMEDOUT              ? "peer stopped reading (send timed out)"
+                            : rc == -EIO || rc == -ENOMEM ? "cannot seal a frame for the peer"
+                                                          : "send to peer failed");
                         drop_list(list);
                         pthread_mutex_lock(&r->send_lock);
                         break;

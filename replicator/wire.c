@@ -584,8 +584,8 @@ static int reader_fill(struct repl_reader *rd, size_t need, const struct deadlin
 }
 
 /* The next sealed frame, whole, opened in the buffer; then its message is unpacked. */
-static int reader_next_sealed(struct repl_reader *rd, struct repl_rx *rx,
-                              const struct deadline *d, const char **why)
+static int reader_next_sealed(struct repl_reader *rd, struct repl_rx *rx, const struct deadline *d,
+                              const char **why)
 {
         size_t body = (size_t)rx->f.msg_len + rx->f.payload_len;
         size_t need = REPL_FRAME_HDR_LEN + body + FRAME_TAG_LEN;
@@ -598,7 +598,8 @@ static int reader_next_sealed(struct repl_reader *rd, struct repl_rx *rx,
                 *why = WHY_UNSEALED;
                 return -EPROTO;
         }
-        rx->msg = protobuf_c_message_unpack(repl_msg_descriptor(rx->f.type), NULL, rx->f.msg_len, b);
+        rx->msg =
+            protobuf_c_message_unpack(repl_msg_descriptor(rx->f.type), NULL, rx->f.msg_len, b);
         if (!rx->msg) {
                 *why = why_fmt("malformed %s message", repl_msg_name(rx->f.type));
                 return -EPROTO;

@@ -115,11 +115,19 @@ static int parse_link_protection(struct cfg_parser *p, const config_setting_t *s
 int cfg_parse_repl(struct cfg_parser *p, const config_setting_t *s, const char *field,
                    struct tdm_repl_cfg *r)
 {
-        static const char *const keys[] = {
-            "secret",       "port",        "nodes",           "metadata",
-            "timeout",      "resync_rate", "resync_min_rate", "split_brain",
-            "target_ports", "alua",        "stpg_handler",    "link_protection",
-            NULL};
+        static const char *const keys[] = {"secret",
+                                           "port",
+                                           "nodes",
+                                           "metadata",
+                                           "timeout",
+                                           "resync_rate",
+                                           "resync_min_rate",
+                                           "split_brain",
+                                           "target_ports",
+                                           "alua",
+                                           "stpg_handler",
+                                           "link_protection",
+                                           NULL};
         char f[FIELD_MAX];
         const config_setting_t *m;
         int rc;

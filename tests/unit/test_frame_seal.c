@@ -20,9 +20,8 @@
 #define DATA    1 /* TANDEM__REPL__CHANNEL__CHANNEL_DATA */
 #define CONTROL 2
 
-static const uint8_t n_self[32] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10,
-                                   11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
-                                   22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
+static const uint8_t n_self[32] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15,
+                                   16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
 static uint8_t n_peer[32];
 static const char secret[] = "known vector shared secret";
 static const char naa[] = "6001405A1B2C3D4E5F60718293A4B5C6"; /* enters lowercased */
@@ -113,10 +112,10 @@ static const struct vector vectors[] = {
                 0xeb, 0x1b, 0xb0, 0xd6, 0x7d, 0x94, 0x79, 0x6f, 0x8a, 0x6c, 0xfd,
                 0x57, 0xab, 0x33, 0xd3, 0x07, 0x2e, 0x13, 0x42, 0xa5, 0x01},
      .rx_iv = {0x63, 0x55, 0x68, 0xf3, 0x50, 0xed, 0x50, 0x7f, 0xe1, 0x53, 0x01, 0x84},
-     .out0 = {0x70, 0x41, 0x30, 0x4d, 0xc1, 0xbb, 0x26, 0x60, 0x22, 0x88, 0x5a, 0xba, 0xe8,
-              0x81, 0x94, 0x0b},
-     .out1 = {0xa4, 0x10, 0x75, 0x10, 0x0c, 0x06, 0x6e, 0xe5, 0xb4, 0x76, 0x22, 0x95, 0x72,
-              0xd5, 0x96, 0x81},
+     .out0 = {0x70, 0x41, 0x30, 0x4d, 0xc1, 0xbb, 0x26, 0x60, 0x22, 0x88, 0x5a, 0xba, 0xe8, 0x81,
+              0x94, 0x0b},
+     .out1 = {0xa4, 0x10, 0x75, 0x10, 0x0c, 0x06, 0x6e, 0xe5, 0xb4, 0x76, 0x22, 0x95, 0x72, 0xd5,
+              0x96, 0x81},
      .out_len = 16},
 };
 
@@ -350,8 +349,8 @@ START_TEST(test_keys_are_distinct)
         ck_assert_int_eq(frame_keys_derive(&other, &k2, &r2), 0);
         ck_assert_mem_ne(tx.key, k2.key, 32);
         other = in;
-        other.mode = mode == FRAME_PROTECT_ENCRYPT ? FRAME_PROTECT_AUTHENTICATE
-                                                   : FRAME_PROTECT_ENCRYPT;
+        other.mode =
+            mode == FRAME_PROTECT_ENCRYPT ? FRAME_PROTECT_AUTHENTICATE : FRAME_PROTECT_ENCRYPT;
         ck_assert_int_eq(frame_keys_derive(&other, &k2, &r2), 0);
         ck_assert_mem_ne(tx.key, k2.key, 32);
         other = in;

@@ -439,8 +439,8 @@ END_TEST
 /* A peer that would send its frames unsealed is refused. */
 START_TEST(test_unsealed_peer_refused)
 {
-        struct script s = {.run = script_honest, .pmin = 1, .pmax = 1, .features = 0x1,
-                           .unsealed = true};
+        struct script s = {
+            .run = script_honest, .pmin = 1, .pmax = 1, .features = 0x1, .unsealed = true};
         struct side a = side_a();
         int sv[2];
         run_against(&s, &a, sv);

@@ -386,8 +386,9 @@ static void fake_send_state(struct fake *f, uint64_t size_bytes)
         m.disk = REPL_DISK_INCONSISTENT;
         m.node_name = (char *)"node1";
         m.bitmap_shift = 12;
-        ck_assert_int_eq(
-            repl_send_on(f->ctl_fd, &f->ctl_seal, TANDEM__REPL__MSG_TYPE__MSG_STATE, &m.base, NULL, 0, WAIT_MS), 0);
+        ck_assert_int_eq(repl_send_on(f->ctl_fd, &f->ctl_seal, TANDEM__REPL__MSG_TYPE__MSG_STATE,
+                                      &m.base, NULL, 0, WAIT_MS),
+                         0);
 }
 
 /* The engine's State: it comes first on the control channel, and describes the LUN. */
@@ -434,8 +435,9 @@ static void *fake_ctl_main(void *arg)
                 case TANDEM__REPL__MSG_TYPE__MSG_PING:
                         f->n_pings++;
                         if (f->answer_pings)
-                                (void)repl_send_on(f->ctl_fd, &f->ctl_seal, TANDEM__REPL__MSG_TYPE__MSG_PING_ACK,
-                                                rx.msg, NULL, 0, WAIT_MS);
+                                (void)repl_send_on(f->ctl_fd, &f->ctl_seal,
+                                                   TANDEM__REPL__MSG_TYPE__MSG_PING_ACK, rx.msg,
+                                                   NULL, 0, WAIT_MS);
                         break;
                 case TANDEM__REPL__MSG_TYPE__MSG_ACK: {
                         const Tandem__Repl__Ack *a = (const Tandem__Repl__Ack *)rx.msg;
@@ -484,8 +486,9 @@ static void fake_ack_engine_identity(struct fake *f)
         repl_rx_free(&rx);
         Tandem__Repl__Ack a = TANDEM__REPL__ACK__INIT;
         a.seq = 1;
-        ck_assert_int_eq(
-            repl_send_on(f->ctl_fd, &f->ctl_seal, TANDEM__REPL__MSG_TYPE__MSG_ACK, &a.base, NULL, 0, WAIT_MS), 0);
+        ck_assert_int_eq(repl_send_on(f->ctl_fd, &f->ctl_seal, TANDEM__REPL__MSG_TYPE__MSG_ACK,
+                                      &a.base, NULL, 0, WAIT_MS),
+                         0);
 }
 
 /* Both channels, both states, then the control channel served by a thread. */
@@ -583,14 +586,15 @@ static int fake_send_write(struct fake *f, uint64_t seq, uint64_t off, uint32_t 
         m.kind = kind;
         struct iovec iov = {.iov_base = (void *)payload, .iov_len = payload_len};
         return repl_send_on(f->data_fd, &f->data_seal, TANDEM__REPL__MSG_TYPE__MSG_WRITE, &m.base,
-                         payload_len ? &iov : NULL, payload_len ? 1 : 0, WAIT_MS);
+                            payload_len ? &iov : NULL, payload_len ? 1 : 0, WAIT_MS);
 }
 
 static int fake_send_flush(struct fake *f, uint64_t seq)
 {
         Tandem__Repl__Flush m = TANDEM__REPL__FLUSH__INIT;
         m.seq = seq;
-        return repl_send_on(f->data_fd, &f->data_seal, TANDEM__REPL__MSG_TYPE__MSG_FLUSH, &m.base, NULL, 0, WAIT_MS);
+        return repl_send_on(f->data_fd, &f->data_seal, TANDEM__REPL__MSG_TYPE__MSG_FLUSH, &m.base,
+                            NULL, 0, WAIT_MS);
 }
 
 /* After a bad input: the engine hangs up on us with a reason, and listens again. */
@@ -818,9 +822,8 @@ static void send_sealed_raw_and_expect_drop(const uint8_t *bytes, size_t len, co
         ck_assert_uint_le(len + FRAME_TAG_LEN, sizeof(frame));
         memcpy(frame, bytes, len);
         struct iovec body = {frame + REPL_FRAME_HDR_LEN, len - REPL_FRAME_HDR_LEN};
-        ck_assert_int_eq(frame_seal(&f.data_seal, frame, REPL_FRAME_HDR_LEN, &body, &body, 1,
-                                    frame + len),
-                         0);
+        ck_assert_int_eq(
+            frame_seal(&f.data_seal, frame, REPL_FRAME_HDR_LEN, &body, &body, 1, frame + len), 0);
         ck_assert_int_eq(repl_write_full(f.data_fd, frame, len + FRAME_TAG_LEN, WAIT_MS), 0);
         ck_assert_msg(fake_wait_closed(&f, WAIT_MS), "not dropped after %s", reason);
         struct repl_status st;
@@ -908,9 +911,9 @@ START_TEST(test_bad_frames)
         assert_status(REPL_CONN_CONNECTED, NULL, WAIT_MS);
         Tandem__Repl__Ping ping = TANDEM__REPL__PING__INIT;
         ping.token = 1;
-        ck_assert_int_eq(
-            repl_send_on(f.data_fd, &f.data_seal, TANDEM__REPL__MSG_TYPE__MSG_PING, &ping.base, NULL, 0, WAIT_MS),
-            0);
+        ck_assert_int_eq(repl_send_on(f.data_fd, &f.data_seal, TANDEM__REPL__MSG_TYPE__MSG_PING,
+                                      &ping.base, NULL, 0, WAIT_MS),
+                         0);
         ck_assert(fake_wait_closed(&f, WAIT_MS));
         assert_status(REPL_CONN_CONNECTING, "disconnected", WAIT_MS);
         fake_close(&f);
@@ -923,8 +926,9 @@ START_TEST(test_bad_frames)
         Tandem__Repl__Flush fl = TANDEM__REPL__FLUSH__INIT;
         fl.seq = 1;
         pthread_mutex_lock(&f.lock);
-        ck_assert_int_eq(
-            repl_send_on(f.ctl_fd, &f.ctl_seal, TANDEM__REPL__MSG_TYPE__MSG_FLUSH, &fl.base, NULL, 0, WAIT_MS), 0);
+        ck_assert_int_eq(repl_send_on(f.ctl_fd, &f.ctl_seal, TANDEM__REPL__MSG_TYPE__MSG_FLUSH,
+                                      &fl.base, NULL, 0, WAIT_MS),
+                         0);
         pthread_mutex_unlock(&f.lock);
         expect_dropped(&f, "unexpected FLUSH on the control channel");
         assert_file_unchanged();
