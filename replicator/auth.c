@@ -151,6 +151,8 @@ static int refusal_errno(const char *reason)
                 return -ENOENT;
         if (!strncmp(reason, "different LUN", 13))
                 return -ESRCH;
+        if (!strncmp(reason, "link protection mismatch", 24))
+                return -EPROTO;
         return -EPROTO;
 }
 
@@ -250,10 +252,24 @@ static int check_local(struct hs *hs)
                 return fail(hs, -EINVAL, "bad local channel %d", l->channel);
         if (l->node_id == l->peer_node_id)
                 return fail(hs, -EINVAL, "node id %u is also the peer's node id", l->node_id);
+        if (!frame_protect_name(l->protection))
+                return fail(hs, -EINVAL, "bad local link protection %d", l->protection);
         return 0;
 }
 
 /* Everything in the peer's HELLO that must agree with us, cheapest and most telling first. */
+static uint64_t hello_features(const struct repl_hs_local *l)
+{
+        return l->features | REPL_FEATURE_SEALED |
+               (l->protection == FRAME_PROTECT_ENCRYPT ? REPL_FEATURE_ENCRYPT : 0);
+}
+
+static const char *protection_of(uint64_t features)
+{
+        return frame_protect_name(features & REPL_FEATURE_ENCRYPT ? FRAME_PROTECT_ENCRYPT
+                                                                  : FRAME_PROTECT_AUTHENTICATE);
+}
+
 static int check_hello(struct hs *hs, const Tandem__Repl__Hello *h)
 {
         const struct repl_hs_local *l = hs->local;
@@ -282,6 +298,17 @@ static int check_hello(struct hs *hs, const Tandem__Repl__Hello *h)
         if ((int)h->channel != l->channel)
                 return fail(hs, -EPROTO, "channel mismatch: node %u says %s, we want %s",
                             h->node_id, channel_name((int)h->channel), channel_name(l->channel));
+        if (!(h->features & REPL_FEATURE_SEALED))
+                return fail(hs, -EPROTO,
+                            "link protection mismatch: node %u does not seal its frames (a "
+                            "tandemd without link_protection); upgrade it",
+                            h->node_id);
+        if ((h->features ^ hello_features(l)) & REPL_FEATURE_ENCRYPT)
+                return fail(hs, -EPROTO,
+                            "link protection mismatch: node %u has link_protection = \"%s\", "
+                            "node %u has \"%s\"; set the same on both",
+                            h->node_id, protection_of(h->features), l->node_id,
+                            protection_of(hello_features(l)));
         return 0;
 }
 
@@ -291,7 +318,7 @@ static int send_hello(struct hs *hs)
         Tandem__Repl__Hello h = TANDEM__REPL__HELLO__INIT;
         h.proto_min = REPL_PROTO_MIN;
         h.proto_max = REPL_PROTO_MAX;
-        h.features = l->features;
+        h.features = hello_features(l);
         h.node_id = l->node_id;
         h.peer_node_id = l->peer_node_id;
         h.channel = (Tandem__Repl__Channel)l->channel;
@@ -330,6 +357,29 @@ static int verify_auth(struct hs *hs, const Tandem__Repl__Hello *peer, const Tan
         if (!match)
                 return fail(hs, -EACCES, "wrong secret: HMAC mismatch from node %u",
                             l->peer_node_id);
+        return 0;
+}
+
+/* The keys of the frames that follow, from what both ends sent and the secret. */
+static int derive_keys(struct hs *hs, const Tandem__Repl__Hello *peer, struct repl_hs_result *res)
+{
+        const struct repl_hs_local *l = hs->local;
+        struct frame_kdf_in in = {.secret = (const uint8_t *)l->secret,
+                                  .secret_len = strlen(l->secret),
+                                  .nonce_self = hs->nonce,
+                                  .nonce_peer = peer->nonce.data,
+                                  .self_id = l->node_id,
+                                  .peer_id = l->peer_node_id,
+                                  .channel = l->channel,
+                                  .lun_naa = l->lun_naa,
+                                  .features_self = hello_features(l),
+                                  .features_peer = peer->features,
+                                  .mode = l->protection,
+                                  .cipher = FRAME_CIPHER_DEFAULT};
+        res->protection = l->protection;
+        res->cipher = FRAME_CIPHER_DEFAULT;
+        if (frame_keys_derive(&in, &res->tx, &res->rx))
+                return fail(hs, -EIO, "HKDF-SHA256 key derivation failed");
         return 0;
 }
 
@@ -380,6 +430,7 @@ static int run_handshake(struct hs *hs, struct repl_hs_result *res)
         res->proto = peer->proto_max < REPL_PROTO_MAX ? peer->proto_max : REPL_PROTO_MAX;
         res->features = peer->features & hs->local->features;
         res->channel = (int)peer->channel;
+        r = derive_keys(hs, peer, res);
 out:
         repl_rx_free(&hello_rx);
         return r;

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "frame_seal.h"
+
 #define REPL_NONCE_LEN       32
 #define REPL_MAC_LEN         32
 #define REPL_SECRET_MIN_LEN  12
@@ -22,12 +24,16 @@ struct repl_hs_local {
         const char *lun_naa;            /* 32 hex digits, must match the peer's */
         int channel;                    /* TANDEM__REPL__CHANNEL__CHANNEL_DATA or _CONTROL */
         uint64_t features;
+        int protection; /* enum frame_protect (0: authenticate); both ends must agree */
 };
 
 struct repl_hs_result {
         uint32_t proto;    /* agreed version: min(max_a, max_b) */
         uint64_t features; /* common feature bits */
         int channel;       /* the channel the peer says this connection is */
+        /* The frames after the handshake: keys of both directions (wipe them once used). */
+        int protection, cipher;
+        struct frame_key tx, rx;
 };
 
 /*
@@ -46,6 +52,12 @@ struct repl_hs_result {
  * we detect is sent to the peer as AuthResult{ok=false, reason} first; a refusal from the peer
  * is reported as "peer refused: <its reason>" with the errno its reason stands for.
  * The LUN naa is compared case-insensitively.
+ *
+ * Both HELLOs carry REPL_FEATURE_SEALED (and REPL_FEATURE_ENCRYPT with protection "encrypt"):
+ * a peer without the first, or with another protection, is refused ("link protection
+ * mismatch: ..."). On success res holds the keys every later frame is sealed with
+ * (frame_seal.h): derived from the secret, both nonces, both node ids, the channel, the LUN
+ * and both HELLOs' features, so a HELLO altered in transit gives keys that do not match.
  */
 int repl_handshake(int fd, const struct repl_hs_local *local, struct repl_hs_result *res,
                    int timeout_ms, char *why, size_t whylen);

@@ -387,7 +387,7 @@ void *repl_data_rx_main(void *arg)
         struct repl_lun *r = arg;
         struct rx_state st = {0};
         int fd = r->data_fd;
-        if (repl_reader_init(&st.rd, fd) < 0) {
+        if (repl_reader_init_on(&st.rd, fd, &r->data_open) < 0) {
                 repl_disconnect(r, "out of memory for the data channel");
                 return NULL;
         }
@@ -608,7 +608,7 @@ void *repl_ctl_rx_main(void *arg)
         unsigned ping_ms = timeout / 4 ? timeout / 4 : 1;
         uint64_t ping_ns = (uint64_t)ping_ms * 1000000ull;
         struct repl_reader rd;
-        if (repl_reader_init(&rd, fd) < 0) {
+        if (repl_reader_init_on(&rd, fd, &r->ctl_open) < 0) {
                 repl_disconnect(r, "out of memory for the control channel");
                 return NULL;
         }

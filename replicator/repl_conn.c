@@ -17,6 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "auth.h"
 #include "tandem/cluster.h"
 #include "repl_internal.h"
@@ -163,13 +165,26 @@ static void hs_local(struct repl_lun *r, int channel, struct repl_hs_local *l)
                                     .lun_naa = r->naa,
                                     .channel = channel,
                                     .features = REPL_FEATURE_VERIFY_SHA256 | REPL_FEATURE_FORWARD |
-                                                REPL_FEATURE_RESIZE | REPL_FEATURE_WRITE_STATE};
+                                                REPL_FEATURE_RESIZE | REPL_FEATURE_WRITE_STATE,
+                                    .protection = r->cfg.link_protection};
+}
+
+/* Both directions of a channel from its handshake's keys (wiped here). */
+static int link_seal_init(const struct repl_hs_result *res, struct frame_seal *seal,
+                          struct frame_seal *open)
+{
+        int rc = frame_seal_init(seal, &res->tx, res->protection, res->cipher, false);
+        if (rc == 0 && (rc = frame_seal_init(open, &res->rx, res->protection, res->cipher, true)))
+                frame_seal_fini(seal);
+        return rc;
 }
 
 static void refuse_stray(struct repl_lun *r);
 
-/* Opens one channel: dial or accept, then the authenticated handshake. */
-static int channel_open(struct repl_lun *r, int channel, int *out)
+/* Opens one channel: dial or accept, then the authenticated handshake, which keys the
+ * channel's sealing (seal: our frames, open: the peer's). */
+static int channel_open(struct repl_lun *r, int channel, int *out, struct frame_seal *seal,
+                        struct frame_seal *open)
 {
         int fd = -1, rc;
         char from[160] = "";
@@ -189,6 +204,10 @@ static int channel_open(struct repl_lun *r, int channel, int *out)
         struct repl_hs_result res;
         char why[256];
         rc = repl_handshake(fd, &l, &res, (int)r->cfg.timeout_ms, why, sizeof(why));
+        if (rc == 0 && (rc = link_seal_init(&res, seal, open)) < 0)
+                snprintf(why, sizeof(why), "cannot key the link's sealing: %s", strerror(-rc));
+        uint64_t features = res.features;
+        OPENSSL_cleanse(&res, sizeof(res)); /* the keys live on in the cipher contexts only */
         if (rc < 0) {
                 pthread_mutex_lock(&r->lock);
                 repl_set_error(r, "connection %s refused: %s", from, why);
@@ -197,7 +216,7 @@ static int channel_open(struct repl_lun *r, int channel, int *out)
                 return -ECONNABORTED;
         }
         pthread_mutex_lock(&r->lock);
-        r->peer_features = res.features;
+        r->peer_features = features;
         pthread_mutex_unlock(&r->lock);
         *out = fd;
         return 0;
@@ -214,7 +233,9 @@ static void refuse_stray(struct repl_lun *r)
         hs_local(r, TANDEM__REPL__CHANNEL__CHANNEL_DATA, &l);
         struct repl_hs_result res;
         char why[256];
-        if (repl_handshake(fd, &l, &res, STRAY_HANDSHAKE_MS, why, sizeof(why)) < 0)
+        int hrc = repl_handshake(fd, &l, &res, STRAY_HANDSHAKE_MS, why, sizeof(why));
+        OPENSSL_cleanse(&res, sizeof(res));
+        if (hrc < 0)
                 log_warn("replication %s lun %llu: refused connection from %s: %s", r->iqn,
                          (unsigned long long)r->lun_id, from, why);
         else
@@ -251,7 +272,9 @@ int repl_send_ctl(struct repl_lun *r, uint8_t type, void *msg)
 {
         pthread_mutex_lock(&r->ctl_send_lock);
         int fd = r->ctl_fd;
-        int rc = fd >= 0 ? repl_send(fd, type, msg, NULL, 0, (int)r->cfg.timeout_ms) : -ENOTCONN;
+        int rc = fd >= 0
+                     ? repl_send_on(fd, &r->ctl_seal, type, msg, NULL, 0, (int)r->cfg.timeout_ms)
+                     : -ENOTCONN;
         pthread_mutex_unlock(&r->ctl_send_lock);
         return rc;
 }
@@ -306,7 +329,7 @@ static int recv_state(struct repl_lun *r)
 {
         struct repl_rx rx;
         const char *why = NULL;
-        int rc = repl_recv(r->ctl_fd, &rx, (int)r->cfg.timeout_ms, &why);
+        int rc = repl_recv_on(r->ctl_fd, &r->ctl_open, &rx, (int)r->cfg.timeout_ms, &why);
         if (rc < 0) {
                 pthread_mutex_lock(&r->lock);
                 repl_set_error(r, "no state from peer: %s", why ? why : strerror(-rc));
@@ -466,8 +489,8 @@ static int send_bitmap(struct repl_lun *r)
                 m.last = first + n >= total;
                 struct iovec iov = {.iov_base = buf, .iov_len = n};
                 pthread_mutex_lock(&r->ctl_send_lock);
-                rc = repl_send(r->ctl_fd, TANDEM__REPL__MSG_TYPE__MSG_BITMAP, &m.base, &iov, 1,
-                               (int)r->cfg.timeout_ms);
+                rc = repl_send_on(r->ctl_fd, &r->ctl_seal, TANDEM__REPL__MSG_TYPE__MSG_BITMAP,
+                                  &m.base, &iov, 1, (int)r->cfg.timeout_ms);
                 pthread_mutex_unlock(&r->ctl_send_lock);
                 first += n;
                 if (m.last)
@@ -483,9 +506,16 @@ static int recv_bitmap(struct repl_lun *r)
         for (;;) {
                 struct repl_rx rx;
                 const char *why = NULL;
-                int rc = repl_recv(r->ctl_fd, &rx, (int)r->cfg.timeout_ms * 2, &why);
-                if (rc < 0)
+                int rc =
+                    repl_recv_on(r->ctl_fd, &r->ctl_open, &rx, (int)r->cfg.timeout_ms * 2, &why);
+                if (rc < 0) {
+                        if (why) {
+                                pthread_mutex_lock(&r->lock);
+                                repl_set_error(r, "bitmap from peer: %s", why);
+                                pthread_mutex_unlock(&r->lock);
+                        }
                         return rc;
+                }
                 Tandem__Repl__BitmapChunk *m = (Tandem__Repl__BitmapChunk *)rx.msg;
                 if (rx.f.type != TANDEM__REPL__MSG_TYPE__MSG_BITMAP || m->first_byte > total ||
                     rx.f.payload_len > total - m->first_byte) {
@@ -566,6 +596,11 @@ static void close_channels(struct repl_lun *r)
         if (r->ctl_fd >= 0)
                 close(r->ctl_fd);
         r->data_fd = r->ctl_fd = -1;
+        /* The threads that used them ended (run_connected joined them). */
+        frame_seal_fini(&r->data_seal);
+        frame_seal_fini(&r->data_open);
+        frame_seal_fini(&r->ctl_seal);
+        frame_seal_fini(&r->ctl_open);
         pthread_mutex_unlock(&r->send_lock);
         pthread_mutex_unlock(&r->ctl_send_lock);
 }
@@ -573,18 +608,26 @@ static void close_channels(struct repl_lun *r)
 static int open_channels(struct repl_lun *r)
 {
         int data = -1, ctl = -1;
-        int rc = channel_open(r, TANDEM__REPL__CHANNEL__CHANNEL_DATA, &data);
+        struct frame_seal ds, dopen, cs, copen;
+        int rc = channel_open(r, TANDEM__REPL__CHANNEL__CHANNEL_DATA, &data, &ds, &dopen);
         if (rc == 0)
-                rc = channel_open(r, TANDEM__REPL__CHANNEL__CHANNEL_CONTROL, &ctl);
+                rc = channel_open(r, TANDEM__REPL__CHANNEL__CHANNEL_CONTROL, &ctl, &cs, &copen);
         if (rc < 0) {
-                if (data >= 0)
+                if (data >= 0) {
                         close(data);
+                        frame_seal_fini(&ds);
+                        frame_seal_fini(&dopen);
+                }
                 return rc;
         }
         pthread_mutex_lock(&r->ctl_send_lock);
         pthread_mutex_lock(&r->send_lock);
         r->data_fd = data;
         r->ctl_fd = ctl;
+        r->data_seal = ds;
+        r->data_open = dopen;
+        r->ctl_seal = cs;
+        r->ctl_open = copen;
         pthread_mutex_unlock(&r->send_lock);
         pthread_mutex_unlock(&r->ctl_send_lock);
         return 0;

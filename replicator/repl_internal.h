@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "frame_seal.h"
 #include "genid.h"
 #include "md.h"
 #include "tandem/config.h"
@@ -167,6 +168,13 @@ struct repl_lun {
         bool link_up;      /* channels open (the manager owns them until they close) */
         bool in_ack_set;   /* under send_lock: writes go to the peer and wait for its ack */
         uint64_t conn_gen; /* bumped on every disconnect; written under lock and send_lock */
+        /*
+         * The link's frames are sealed (frame_seal.h), per channel and direction, with the
+         * keys of that channel's handshake: set before the threads start, freed once they
+         * ended. data_seal: the sender; data_open: the data receiver; ctl_seal: under
+         * ctl_send_lock; ctl_open: the manager, then the control receiver.
+         */
+        struct frame_seal data_seal, data_open, ctl_seal, ctl_open;
         pthread_t data_rx, ctl_rx, sync_thread, manager, sender;
         bool data_rx_running, ctl_rx_running, sync_running, manager_running, sender_running;
         uint64_t last_ctl_rx_ns;

@@ -16,7 +16,15 @@
 #include "tandem/log.h"
 #include "wire.h"
 
-#define SEND_BATCH_IOV 128 /* frames go two iovecs each */
+#define SEND_BATCH_IOV 192            /* frames go three iovecs each: head, payload, tag */
+#define SEND_ARENA     (1024u * 1024) /* "encrypt": ciphertext of the payloads of one writev */
+
+/* The sender's sealing (frame_seal.h): the data channel's sending side and its arena. */
+struct send_seal {
+        struct frame_seal *tx; /* NULL: frames go clear (no handshake keys: tests) */
+        uint8_t *arena;
+        size_t cap, used;
+};
 
 struct repl_req *repl_req_new(enum repl_op_kind kind, size_t owned_bytes)
 {
@@ -126,21 +134,73 @@ void repl_send_queue_drop(struct repl_lun *r)
 }
 
 /*
- * Writes the frames of *list, many per writev; each one written is let go of. 0, or -errno
- * with *list the frames not (wholly) written.
+ * Seals req's frame: header clear, message (in req->head, ours) and payload; with "encrypt"
+ * the message in place and the payload (borrowed: the caller's buffer, also being written
+ * locally) into the arena, where *payload then points. 0, -ENOSPC (the arena is full: end the
+ * batch before this frame), or another -errno.
  */
-static int write_frames(int fd, struct repl_req **listp, unsigned timeout_ms)
+static int seal_req(struct send_seal *ss, struct repl_req *req, const void **payload,
+                    uint8_t tag[FRAME_TAG_LEN], bool first)
+{
+        struct iovec in[2] = {
+            {.iov_base = req->head + REPL_FRAME_HDR_LEN,
+             .iov_len = req->head_len - REPL_FRAME_HDR_LEN},
+            {.iov_base = (void *)req->payload, .iov_len = req->payload_len},
+        };
+        *payload = req->payload;
+        if (ss->tx->mode != FRAME_PROTECT_ENCRYPT)
+                return frame_seal(ss->tx, req->head, REPL_FRAME_HDR_LEN, in, NULL, 2, tag);
+        if (ss->cap - ss->used < req->payload_len) {
+                if (!first)
+                        return -ENOSPC;
+                size_t cap = req->payload_len > SEND_ARENA ? req->payload_len : SEND_ARENA;
+                uint8_t *a = malloc(cap);
+                if (!a)
+                        return -ENOMEM;
+                free(ss->arena);
+                ss->arena = a;
+                ss->cap = cap;
+                ss->used = 0;
+        }
+        struct iovec out[2] = {in[0], {.iov_base = ss->arena + ss->used, .iov_len = in[1].iov_len}};
+        *payload = out[1].iov_base;
+        ss->used += req->payload_len;
+        return frame_seal(ss->tx, req->head, REPL_FRAME_HDR_LEN, in, out, 2, tag);
+}
+
+/*
+ * Writes the frames of *list, many per writev, each sealed just before (in order: the
+ * counter is the nonce); each one written is let go of. 0, or -errno with *list the frames
+ * not (wholly) written.
+ */
+static int write_frames(int fd, struct send_seal *ss, struct repl_req **listp, unsigned timeout_ms)
 {
         struct iovec iov[SEND_BATCH_IOV];
+        uint8_t tags[SEND_BATCH_IOV / 3][FRAME_TAG_LEN];
         struct repl_req *list = *listp;
+        bool sealed = ss->tx != NULL;
         while (list) {
-                int n = 0;
+                int n = 0, f = 0;
                 struct repl_req *end = list;
-                while (end && n + 2 <= SEND_BATCH_IOV) {
+                ss->used = 0;
+                while (end && n + 3 <= SEND_BATCH_IOV) {
+                        const void *payload = end->payload;
+                        if (sealed) {
+                                int rc = seal_req(ss, end, &payload, tags[f], end == list);
+                                if (rc == -ENOSPC)
+                                        break;
+                                if (rc < 0) {
+                                        *listp = list;
+                                        return rc;
+                                }
+                        }
                         iov[n++] = (struct iovec){.iov_base = end->head, .iov_len = end->head_len};
                         if (end->payload_len)
-                                iov[n++] = (struct iovec){.iov_base = (void *)end->payload,
+                                iov[n++] = (struct iovec){.iov_base = (void *)payload,
                                                           .iov_len = end->payload_len};
+                        if (sealed)
+                                iov[n++] =
+                                    (struct iovec){.iov_base = tags[f++], .iov_len = FRAME_TAG_LEN};
                         end = end->out_next;
                 }
                 int rc = repl_writev_full(fd, iov, (size_t)n, (int)timeout_ms);
@@ -173,6 +233,7 @@ void *repl_sender_main(void *arg)
         pthread_mutex_lock(&r->send_lock);
         uint64_t gen = r->conn_gen;
         int fd = r->data_fd;
+        struct send_seal ss = {.tx = frame_seal_active(&r->data_seal) ? &r->data_seal : NULL};
         for (;;) {
                 while (!r->out_head && r->in_ack_set && r->conn_gen == gen)
                         pthread_cond_wait(&r->out_cond, &r->send_lock);
@@ -180,13 +241,14 @@ void *repl_sender_main(void *arg)
                         break; /* the link went down */
                 struct repl_req *list = take_queue_locked(r);
                 pthread_mutex_unlock(&r->send_lock);
-                int rc = write_frames(fd, &list, r->cfg.timeout_ms);
+                int rc = write_frames(fd, &ss, &list, r->cfg.timeout_ms);
                 if (rc < 0) {
                         /* The link is gone: the peer's parts complete through the disconnect. */
-                        repl_disconnect_gen(r, gen,
-                                            rc == -ETIMEDOUT
-                                                ? "peer stopped reading (send timed out)"
-                                                : "send to peer failed");
+                        repl_disconnect_gen(
+                            r, gen,
+                            rc == -ETIMEDOUT              ? "peer stopped reading (send timed out)"
+                            : rc == -EIO || rc == -ENOMEM ? "cannot seal a frame for the peer"
+                                                          : "send to peer failed");
                         drop_list(list);
                         pthread_mutex_lock(&r->send_lock);
                         break;
@@ -194,6 +256,7 @@ void *repl_sender_main(void *arg)
                 pthread_mutex_lock(&r->send_lock);
         }
         pthread_mutex_unlock(&r->send_lock);
+        free(ss.arena);
         repl_send_queue_drop(r);
         return NULL;
 }

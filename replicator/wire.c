@@ -312,10 +312,48 @@ int repl_writev_full(int fd, struct iovec *iov, size_t iovcnt, int timeout_ms)
 int repl_send(int fd, uint8_t type, const ProtobufCMessage *msg, const struct iovec *payload,
               int niov, int timeout_ms)
 {
+        return repl_send_on(fd, NULL, type, msg, payload, niov, timeout_ms);
+}
+
+/*
+ * Seals header + packed message + payload (iov[0], iov[1], iov[2..2+niov)); with "encrypt"
+ * the message in place and the payload into *cipher (malloc'd here), which then replaces the
+ * payload iovecs. The tag goes to tag.
+ */
+static int seal_frame(struct frame_seal *tx, struct iovec *iov, int niov, uint64_t payload_len,
+                      uint8_t **cipher, uint8_t tag[FRAME_TAG_LEN])
+{
+        const struct iovec *in = iov + 1;
+        int n = niov + 1;
+        if (tx->mode != FRAME_PROTECT_ENCRYPT)
+                return frame_seal(tx, iov[0].iov_base, iov[0].iov_len, in, NULL, n, tag);
+        struct iovec small_out[SEND_SMALL_IOV + 1];
+        struct iovec *out = n <= SEND_SMALL_IOV + 1 ? small_out : calloc((size_t)n, sizeof(*out));
+        *cipher = payload_len ? malloc(payload_len) : NULL;
+        int r = -ENOMEM;
+        if (!out || (payload_len && !*cipher))
+                goto done;
+        out[0] = iov[1]; /* the packed message: ours, in place */
+        size_t off = 0;
+        for (int i = 1; i < n; i++) {
+                out[i] = (struct iovec){.iov_base = *cipher + off, .iov_len = in[i].iov_len};
+                off += in[i].iov_len;
+        }
+        r = frame_seal(tx, iov[0].iov_base, iov[0].iov_len, in, out, n, tag);
+done:
+        if (out && out != small_out)
+                free(out);
+        return r;
+}
+
+int repl_send_on(int fd, struct frame_seal *tx, uint8_t type, const ProtobufCMessage *msg,
+                 const struct iovec *payload, int niov, int timeout_ms)
+{
         struct deadline d = deadline_in(timeout_ms);
         const ProtobufCMessageDescriptor *desc = repl_msg_descriptor(type);
         if (!desc || (msg && msg->descriptor != desc) || niov < 0 || (niov && !payload))
                 return -EINVAL;
+        bool sealed = frame_seal_active(tx);
 
         uint64_t payload_len = 0;
         for (int i = 0; i < niov; i++)
@@ -327,10 +365,11 @@ int repl_send(int fd, uint8_t type, const ProtobufCMessage *msg, const struct io
                 return -EMSGSIZE;
 
         uint8_t small_msg[SEND_SMALL_MSG];
-        struct iovec small_iov[SEND_SMALL_IOV + 2];
+        struct iovec small_iov[SEND_SMALL_IOV + 3];
         uint8_t *packed = msg_len <= sizeof(small_msg) ? small_msg : malloc(msg_len);
         struct iovec *iov =
-            niov <= SEND_SMALL_IOV ? small_iov : calloc((size_t)niov + 2, sizeof(*iov));
+            niov <= SEND_SMALL_IOV ? small_iov : calloc((size_t)niov + 3, sizeof(*iov));
+        uint8_t *cipher = NULL, tag[FRAME_TAG_LEN];
         int r = -ENOMEM;
         if (!packed || !iov)
                 goto out;
@@ -343,8 +382,20 @@ int repl_send(int fd, uint8_t type, const ProtobufCMessage *msg, const struct io
         iov[1] = (struct iovec){.iov_base = packed, .iov_len = msg_len};
         if (niov)
                 memcpy(iov + 2, payload, (size_t)niov * sizeof(*iov));
-        r = writev_full(fd, iov, (size_t)niov + 2, &d);
+        size_t cnt = (size_t)niov + 2;
+        if (sealed) {
+                r = seal_frame(tx, iov, niov, payload_len, &cipher, tag);
+                if (r)
+                        goto out;
+                if (cipher) {
+                        iov[2] = (struct iovec){.iov_base = cipher, .iov_len = payload_len};
+                        cnt = 3;
+                }
+                iov[cnt++] = (struct iovec){.iov_base = tag, .iov_len = sizeof(tag)};
+        }
+        r = writev_full(fd, iov, cnt, &d);
 out:
+        free(cipher);
         if (packed && packed != small_msg)
                 free(packed);
         if (iov && iov != small_iov)
@@ -387,6 +438,66 @@ static int recv_head(int fd, struct repl_rx *rx, const struct deadline *d, const
         return r;
 }
 
+#define WHY_UNSEALED                                                                               \
+        "frame failed authentication (altered, injected, replayed, reordered or truncated)"
+
+/* Message, payload and tag of a sealed frame, opened before anything is unpacked. */
+static int recv_sealed(int fd, struct frame_seal *open, struct repl_rx *rx,
+                       const struct deadline *d, const char **why)
+{
+        uint8_t hdr[REPL_FRAME_HDR_LEN];
+        int r = read_full(fd, hdr, sizeof(hdr), d);
+        if (r)
+                return r;
+        r = repl_frame_decode(hdr, &rx->f, why);
+        if (r)
+                return r;
+        size_t body = (size_t)rx->f.msg_len + rx->f.payload_len;
+        uint8_t *buf = malloc(body + FRAME_TAG_LEN);
+        if (!buf)
+                return -ENOMEM;
+        r = read_full(fd, buf, body + FRAME_TAG_LEN, d);
+        if (r)
+                goto out;
+        struct iovec io = {.iov_base = buf, .iov_len = body};
+        if (frame_open(open, hdr, sizeof(hdr), &io, 1, buf + body)) {
+                *why = WHY_UNSEALED;
+                r = -EPROTO;
+                goto out;
+        }
+        rx->msg =
+            protobuf_c_message_unpack(repl_msg_descriptor(rx->f.type), NULL, rx->f.msg_len, buf);
+        if (!rx->msg) {
+                *why = why_fmt("malformed %s message", repl_msg_name(rx->f.type));
+                r = -EPROTO;
+                goto out;
+        }
+        if (rx->f.payload_len) {
+                rx->payload = malloc(rx->f.payload_len);
+                if (!rx->payload)
+                        r = -ENOMEM;
+                else
+                        memcpy(rx->payload, buf + rx->f.msg_len, rx->f.payload_len);
+        }
+out:
+        free(buf);
+        return r;
+}
+
+int repl_recv_on(int fd, struct frame_seal *open, struct repl_rx *rx, int timeout_ms,
+                 const char **why)
+{
+        if (!frame_seal_active(open))
+                return repl_recv(fd, rx, timeout_ms, why);
+        const char *dummy;
+        struct deadline d = deadline_in(timeout_ms);
+        memset(rx, 0, sizeof(*rx));
+        int r = recv_sealed(fd, open, rx, &d, why ? why : &dummy);
+        if (r)
+                repl_rx_free(rx);
+        return r;
+}
+
 int repl_recv_head(int fd, struct repl_rx *rx, int timeout_ms, const char **why)
 {
         const char *dummy;
@@ -422,7 +533,14 @@ int repl_recv(int fd, struct repl_rx *rx, int timeout_ms, const char **why)
 
 int repl_reader_init(struct repl_reader *rd, int fd)
 {
+        return repl_reader_init_on(rd, fd, NULL);
+}
+
+int repl_reader_init_on(struct repl_reader *rd, int fd, struct frame_seal *open)
+{
         *rd = (struct repl_reader){.fd = fd, .cap = REPL_READER_CAP};
+        if (frame_seal_active(open))
+                rd->open = open;
         rd->buf = malloc(rd->cap);
         return rd->buf ? 0 : -ENOMEM;
 }
@@ -438,9 +556,19 @@ bool repl_reader_buffered(const struct repl_reader *rd)
         return rd->end > rd->start;
 }
 
-/* Until at least need bytes (need <= cap) are buffered. */
+/* Until at least need bytes are buffered (need <= cap, or the buffer grows to need). */
 static int reader_fill(struct repl_reader *rd, size_t need, const struct deadline *d)
 {
+        if (need > rd->cap) {
+                memmove(rd->buf, rd->buf + rd->start, rd->end - rd->start);
+                rd->end -= rd->start;
+                rd->start = 0;
+                uint8_t *nb = realloc(rd->buf, need);
+                if (!nb)
+                        return -ENOMEM;
+                rd->buf = nb;
+                rd->cap = need;
+        }
         while (rd->end - rd->start < need) {
                 if (rd->cap - rd->start < need) {
                         memmove(rd->buf, rd->buf + rd->start, rd->end - rd->start);
@@ -455,9 +583,38 @@ static int reader_fill(struct repl_reader *rd, size_t need, const struct deadlin
         return 0;
 }
 
+/* The next sealed frame, whole, opened in the buffer; then its message is unpacked. */
+static int reader_next_sealed(struct repl_reader *rd, struct repl_rx *rx, const struct deadline *d,
+                              const char **why)
+{
+        size_t body = (size_t)rx->f.msg_len + rx->f.payload_len;
+        size_t need = REPL_FRAME_HDR_LEN + body + FRAME_TAG_LEN;
+        int r = reader_fill(rd, need, d);
+        if (r)
+                return r;
+        uint8_t *hdr = rd->buf + rd->start, *b = hdr + REPL_FRAME_HDR_LEN;
+        struct iovec io = {.iov_base = b, .iov_len = body};
+        if (frame_open(rd->open, hdr, REPL_FRAME_HDR_LEN, &io, 1, b + body)) {
+                *why = WHY_UNSEALED;
+                return -EPROTO;
+        }
+        rx->msg =
+            protobuf_c_message_unpack(repl_msg_descriptor(rx->f.type), NULL, rx->f.msg_len, b);
+        if (!rx->msg) {
+                *why = why_fmt("malformed %s message", repl_msg_name(rx->f.type));
+                return -EPROTO;
+        }
+        rd->payload = b + rx->f.msg_len;
+        rd->payload_len = rx->f.payload_len;
+        rd->start += need;
+        return 0;
+}
+
 int repl_reader_next(struct repl_reader *rd, struct repl_rx *rx, int timeout_ms, const char **why)
 {
         memset(rx, 0, sizeof(*rx));
+        rd->payload = NULL;
+        rd->payload_len = 0;
         struct deadline d = deadline_in(timeout_ms);
         int r = reader_fill(rd, REPL_FRAME_HDR_LEN, &d);
         if (r)
@@ -465,6 +622,8 @@ int repl_reader_next(struct repl_reader *rd, struct repl_rx *rx, int timeout_ms,
         r = repl_frame_decode(rd->buf + rd->start, &rx->f, why);
         if (r)
                 return r;
+        if (rd->open)
+                return reader_next_sealed(rd, rx, &d, why);
         r = reader_fill(rd, REPL_FRAME_HDR_LEN + rx->f.msg_len, &d);
         if (r)
                 return r;
@@ -481,6 +640,13 @@ int repl_reader_next(struct repl_reader *rd, struct repl_rx *rx, int timeout_ms,
 int repl_reader_payload(struct repl_reader *rd, uint32_t len, void *scratch, const void **out,
                         int timeout_ms)
 {
+        if (rd->open) { /* opened with its frame, in the buffer */
+                if (len != rd->payload_len || !rd->payload)
+                        return -EINVAL;
+                *out = rd->payload;
+                rd->payload = NULL;
+                return 0;
+        }
         struct deadline d = deadline_in(timeout_ms);
         if (len <= rd->cap) {
                 int r = reader_fill(rd, len, &d);

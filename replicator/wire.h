@@ -19,6 +19,7 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+#include "frame_seal.h"
 #include "replication.pb-c.h"
 
 #define REPL_WIRE_MAGIC            0x54445231u
@@ -31,7 +32,10 @@
 #define REPL_FEATURE_VERIFY_SHA256 0x1ull              /* feature bits we offer */
 #define REPL_FEATURE_FORWARD       0x2ull /* runs a Secondary's forwarded PR OUT (Forward) */
 #define REPL_FEATURE_RESIZE        0x4ull /* grows with the Primary (Resize) */
-#define REPL_FEATURE_WRITE_STATE   0x8ull /* a Write may carry a state record (one change) */
+/* Frames after the handshake are sealed (frame_seal.h): required of every peer. */
+#define REPL_FEATURE_SEALED      0x8ull
+#define REPL_FEATURE_ENCRYPT     0x10ull /* link_protection = "encrypt": must match the peer's */
+#define REPL_FEATURE_WRITE_STATE 0x20ull /* a Write may carry a state record (one change) */
 
 struct repl_frame {
         uint8_t type;
@@ -64,6 +68,13 @@ void repl_frame_encode(uint8_t hdr[REPL_FRAME_HDR_LEN], uint8_t type, uint32_t m
  */
 int repl_send(int fd, uint8_t type, const ProtobufCMessage *msg, const struct iovec *payload,
               int niov, int timeout_ms);
+/*
+ * The same, sealed with tx (frame_seal.h; NULL: clear, as in the handshake): the tag follows
+ * the payload. With "encrypt" the payload is encrypted into a buffer of ours (the caller's
+ * stays as it was). -EIO if sealing failed (the link must then be dropped).
+ */
+int repl_send_on(int fd, struct frame_seal *tx, uint8_t type, const ProtobufCMessage *msg,
+                 const struct iovec *payload, int niov, int timeout_ms);
 
 /*
  * Receives one frame: the header, the message unpacked with the descriptor of its type (a
@@ -78,6 +89,13 @@ struct repl_rx {
         uint8_t *payload;
 };
 int repl_recv(int fd, struct repl_rx *rx, int timeout_ms, const char **why);
+/*
+ * The same for a sealed frame (rx: the opening side, NULL: clear): message and payload are
+ * read with the tag and opened before anything is unpacked; a frame that fails to open is
+ * -EPROTO "frame failed authentication ...", and nothing of it is returned.
+ */
+int repl_recv_on(int fd, struct frame_seal *open, struct repl_rx *rx, int timeout_ms,
+                 const char **why);
 
 /*
  * Bulk-data variant: receives header + message only (rx->payload stays NULL); the caller then
@@ -109,8 +127,18 @@ struct repl_reader {
         int fd;
         uint8_t *buf;
         size_t cap, start, end;
+        /* Sealed frames: each is read whole and opened in the buffer before it is returned. */
+        struct frame_seal *open;
+        const uint8_t *payload; /* of the frame just returned */
+        uint32_t payload_len;
 };
 int repl_reader_init(struct repl_reader *rd, int fd);
+/*
+ * A reader of sealed frames (open: the opening side, NULL: clear). The buffer grows to hold a
+ * frame longer than REPL_READER_CAP (bounded by REPL_MSG_MAX + REPL_PAYLOAD_MAX), and
+ * repl_reader_payload then never copies.
+ */
+int repl_reader_init_on(struct repl_reader *rd, int fd, struct frame_seal *open);
 void repl_reader_fini(struct repl_reader *rd);
 /* Bytes are waiting in the buffer (a frame may be there without a syscall). */
 bool repl_reader_buffered(const struct repl_reader *rd);

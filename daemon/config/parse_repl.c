@@ -97,13 +97,37 @@ static int parse_alua(struct cfg_parser *p, const config_setting_t *s, const cha
                         "(initiators may also ask with SET TARGET PORT GROUPS)");
 }
 
+static int parse_link_protection(struct cfg_parser *p, const config_setting_t *s, const char *f,
+                                 struct tdm_repl_cfg *r)
+{
+        const char *v =
+            config_setting_type(s) == CONFIG_TYPE_STRING ? config_setting_get_string(s) : NULL;
+        if (v && (strcmp(v, "authenticate") == 0 || strcmp(v, "encrypt") == 0)) {
+                r->link_protection = strcmp(v, "encrypt") == 0 ? TDM_LINK_PROTECT_ENCRYPT
+                                                               : TDM_LINK_PROTECT_AUTHENTICATE;
+                return 0;
+        }
+        return cfg_fail(p->err, p->errlen, -EINVAL, f,
+                        "must be \"authenticate\" (every frame of the link carries a tag) or "
+                        "\"encrypt\" (and its data is encrypted); the same on both nodes");
+}
+
 int cfg_parse_repl(struct cfg_parser *p, const config_setting_t *s, const char *field,
                    struct tdm_repl_cfg *r)
 {
-        static const char *const keys[] = {
-            "secret",       "port",        "nodes",           "metadata",
-            "timeout",      "resync_rate", "resync_min_rate", "split_brain",
-            "target_ports", "alua",        "stpg_handler",    NULL};
+        static const char *const keys[] = {"secret",
+                                           "port",
+                                           "nodes",
+                                           "metadata",
+                                           "timeout",
+                                           "resync_rate",
+                                           "resync_min_rate",
+                                           "split_brain",
+                                           "target_ports",
+                                           "alua",
+                                           "stpg_handler",
+                                           "link_protection",
+                                           NULL};
         char f[FIELD_MAX];
         const config_setting_t *m;
         int rc;
@@ -151,6 +175,9 @@ int cfg_parse_repl(struct cfg_parser *p, const config_setting_t *s, const char *
                 return rc;
         if ((m = cfg_member(s, "stpg_handler", field, f)) &&
             (rc = cfg_get_string(p, m, f, r->stpg_handler, sizeof(r->stpg_handler))))
+                return rc;
+        if ((m = cfg_member(s, "link_protection", field, f)) &&
+            (rc = parse_link_protection(p, m, f, r)))
                 return rc;
         return 0;
 }

@@ -91,6 +91,8 @@ static void tree_repl(config_setting_t *lun, const struct tdm_repl_cfg *r)
                 add_str(g, "alua", "explicit");
         if (r->stpg_handler[0])
                 add_str(g, "stpg_handler", r->stpg_handler);
+        if (r->link_protection == TDM_LINK_PROTECT_ENCRYPT)
+                add_str(g, "link_protection", "encrypt");
 }
 
 static void tree_lun(config_setting_t *list, const struct tdm_lun_cfg *l)

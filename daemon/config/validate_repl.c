@@ -167,6 +167,12 @@ static int validate_settings(const struct tdm_repl_cfg *r, const char *g, char *
                 return cfg_fail(err, errlen, -EINVAL, f,
                                 "%" PRIu64 " bytes/s exceeds resync_rate (%" PRIu64 " bytes/s)",
                                 r->resync_min_rate, r->resync_rate);
+        cfg_field_join(f, g, "link_protection");
+        if (r->link_protection != TDM_LINK_PROTECT_AUTHENTICATE &&
+            r->link_protection != TDM_LINK_PROTECT_ENCRYPT)
+                return cfg_fail(err, errlen, -EINVAL, f,
+                                "unknown protection %d (\"authenticate\" or \"encrypt\")",
+                                r->link_protection);
         return validate_alua(r, g, err, errlen);
 }
 

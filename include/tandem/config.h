@@ -113,7 +113,15 @@ struct tdm_repl_cfg {
          */
         bool alua_explicit;
         char stpg_handler[4096];
+        /*
+         * The link's frames after the handshake: 0 ("authenticate", the default) each carries
+         * an AEAD tag over all of it; 1 ("encrypt") its message and data are encrypted too.
+         * Both nodes must have the same (TDM_LINK_PROTECT_*).
+         */
+        int link_protection;
 };
+#define TDM_LINK_PROTECT_AUTHENTICATE 0
+#define TDM_LINK_PROTECT_ENCRYPT      1
 
 struct tdm_lun_cfg {
         uint64_t lun;

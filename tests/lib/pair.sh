@@ -61,6 +61,9 @@ declare -gA PAIR_NS=() PAIR_ID=() PAIR_NAME=() PAIR_FRONT_IP=() PAIR_REPL_IP=()
 declare -gA PAIR_DIR=() PAIR_CONF=() PAIR_STATE=() PAIR_IMG=() PAIR_MD=() PAIR_LOG=()
 declare -gA PAIR_PID=() PAIR_INSTANCE=() PAIR_SECRET=() PAIR_SIZE=()
 declare -gA PAIR_WRITER_PID=()
+# Where node $n's config says its peer listens ("HOST[:PORT]"; default the peer's replication
+# address): a test puts a proxy in between (tests/replication/run tamper_*).
+declare -gA PAIR_PEER_ADDR=()
 PAIR_TMP=""
 PAIR_PREFIX=""
 PAIR_CREATED_NS=()
@@ -270,15 +273,18 @@ pair_link_heal()
 pair_write_config()
 {
 	local n="$1" extra="${2:-${PAIR_REPL_EXTRA:-}}" repl="" node="" lunsize
+	local addr_a="${PAIR_REPL_IP[a]}" addr_b="${PAIR_REPL_IP[b]}"
 	lunsize="${PAIR_SIZE[$n]}"
+	[[ "$n" == a && -n "${PAIR_PEER_ADDR[a]:-}" ]] && addr_b="${PAIR_PEER_ADDR[a]}"
+	[[ "$n" == b && -n "${PAIR_PEER_ADDR[b]:-}" ]] && addr_a="${PAIR_PEER_ADDR[b]}"
 	if ((PAIR_REPLICATED)); then
 		node="node_id = ${PAIR_ID[$n]};"
 		repl="
         replication = {
           secret = \"${PAIR_SECRET[$n]}\";
           port = $PAIR_REPL_PORT;
-          nodes = ( { id = ${PAIR_ID[a]}; name = \"${PAIR_NAME[a]}\"; address = \"${PAIR_REPL_IP[a]}\"; },
-                    { id = ${PAIR_ID[b]}; name = \"${PAIR_NAME[b]}\"; address = \"${PAIR_REPL_IP[b]}\"; } );
+          nodes = ( { id = ${PAIR_ID[a]}; name = \"${PAIR_NAME[a]}\"; address = \"$addr_a\"; },
+                    { id = ${PAIR_ID[b]}; name = \"${PAIR_NAME[b]}\"; address = \"$addr_b\"; } );
           metadata = \"${PAIR_MD[$n]}\";
           timeout = $PAIR_TIMEOUT_MS;
           resync_rate = \"$PAIR_RESYNC_RATE\";

@@ -86,8 +86,8 @@ static void close_pair(int sv[2])
 START_TEST(test_handshake_agrees)
 {
         struct side a = side_a(), b = side_b();
-        a.local.features = REPL_FEATURE_VERIFY_SHA256 | 0x4;
-        b.local.features = REPL_FEATURE_VERIFY_SHA256 | 0x8;
+        a.local.features = REPL_FEATURE_VERIFY_SHA256 | 0x400;
+        b.local.features = REPL_FEATURE_VERIFY_SHA256 | 0x800;
         int sv[2];
         run_pair(&a, &b, sv);
         ck_assert_msg(a.rc == 0, "a: %d %s", a.rc, a.why);
@@ -99,6 +99,12 @@ START_TEST(test_handshake_agrees)
         ck_assert_uint_eq(b.res.features, REPL_FEATURE_VERIFY_SHA256);
         ck_assert_int_eq(a.res.channel, DATA);
         ck_assert_int_eq(b.res.channel, DATA);
+        /* Frame keys: one's sending key is the other's receiving key, and the two differ. */
+        ck_assert_int_eq(a.res.protection, FRAME_PROTECT_AUTHENTICATE);
+        ck_assert_mem_eq(a.res.tx.key, b.res.rx.key, FRAME_KEY_LEN);
+        ck_assert_mem_eq(a.res.tx.iv, b.res.rx.iv, FRAME_IV_LEN);
+        ck_assert_mem_eq(a.res.rx.key, b.res.tx.key, FRAME_KEY_LEN);
+        ck_assert_mem_ne(a.res.tx.key, a.res.rx.key, FRAME_KEY_LEN);
 
         /* The handshake consumed exactly its own frames: the stream is in step afterwards. */
         Tandem__Repl__Ping p = TANDEM__REPL__PING__INIT;
@@ -230,7 +236,8 @@ struct script {
         void (*run)(struct script *);
         /* inputs */
         uint32_t pmin, pmax;
-        uint64_t features;
+        uint64_t features; /* REPL_FEATURE_SEALED is added unless unsealed */
+        bool unsealed;     /* a tandemd from before link protection */
         /* what the script saw */
         struct repl_rx hello;         /* the handshake's HELLO */
         Tandem__Repl__AuthResult *ar; /* its final AUTH_RESULT, if any */
@@ -338,7 +345,8 @@ static void script_honest(struct script *s)
         uint8_t nonce[32], mac[32];
         RAND_bytes(nonce, sizeof(nonce));
         if ((s->rc = repl_recv(s->fd, &s->hello, T_MS, NULL)) ||
-            (s->rc = send_hello(s->fd, s->pmin, s->pmax, s->features, nonce)))
+            (s->rc = send_hello(s->fd, s->pmin, s->pmax,
+                                s->features | (s->unsealed ? 0 : REPL_FEATURE_SEALED), nonce)))
                 return;
         const Tandem__Repl__Hello *h = their_hello(s);
         /* Not spec_mac(): ck_assert in this thread would not report cleanly. */
@@ -387,6 +395,60 @@ START_TEST(test_mac_matches_spec)
         ck_assert_mem_ne(other, want, 32);
         repl_auth_mac(SECRET "x", c, o, 1, 2, DATA, NAA, other);
         ck_assert_mem_ne(other, want, 32);
+}
+END_TEST
+
+/* Protection must match: both ends refuse, each naming both settings. */
+START_TEST(test_protection_mismatch)
+{
+        struct side a = side_a(), b = side_b();
+        a.local.protection = FRAME_PROTECT_ENCRYPT;
+        int sv[2];
+        run_pair(&a, &b, sv);
+        ck_assert_int_eq(a.rc, -EPROTO);
+        ck_assert_int_eq(b.rc, -EPROTO);
+        ck_assert_msg(strstr(a.why, "link protection mismatch: node 2 has link_protection = "
+                                    "\"authenticate\", node 1 has \"encrypt\""),
+                      "a: %s", a.why);
+        ck_assert_msg(strstr(b.why, "link protection mismatch: node 1 has link_protection = "
+                                    "\"encrypt\", node 2 has \"authenticate\""),
+                      "b: %s", b.why);
+        close_pair(sv);
+
+        /* Both "encrypt": agreed, keys of their own (not those of "authenticate"). */
+        struct side c = side_a(), d = side_b();
+        c.local.protection = d.local.protection = FRAME_PROTECT_ENCRYPT;
+        run_pair(&c, &d, sv);
+        ck_assert_msg(c.rc == 0 && d.rc == 0, "%d %s / %d %s", c.rc, c.why, d.rc, d.why);
+        ck_assert_int_eq(c.res.protection, FRAME_PROTECT_ENCRYPT);
+        ck_assert_mem_eq(c.res.tx.key, d.res.rx.key, FRAME_KEY_LEN);
+        close_pair(sv);
+
+        /* An unusable local value. */
+        struct side e = side_a();
+        e.local.protection = 9;
+        ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+        e.fd = sv[0];
+        run_side(&e);
+        ck_assert_int_eq(e.rc, -EINVAL);
+        ck_assert_msg(strstr(e.why, "link protection"), "%s", e.why);
+        close_pair(sv);
+}
+END_TEST
+
+/* A peer that would send its frames unsealed is refused. */
+START_TEST(test_unsealed_peer_refused)
+{
+        struct script s = {
+            .run = script_honest, .pmin = 1, .pmax = 1, .features = 0x1, .unsealed = true};
+        struct side a = side_a();
+        int sv[2];
+        run_against(&s, &a, sv);
+        ck_assert_int_eq(a.rc, -EPROTO);
+        ck_assert_msg(strstr(a.why, "link protection mismatch: node 2 does not seal its frames"),
+                      "%s", a.why);
+        close_pair(sv);
+        script_free(&s);
 }
 END_TEST
 
@@ -550,7 +612,7 @@ static void script_hello_then_close(struct script *s)
         uint8_t nonce[32];
         RAND_bytes(nonce, sizeof(nonce));
         if (!(s->rc = repl_recv(s->fd, &s->hello, T_MS, NULL)))
-                s->rc = send_hello(s->fd, 1, 1, 0, nonce);
+                s->rc = send_hello(s->fd, 1, 1, REPL_FEATURE_SEALED, nonce);
         shutdown(s->fd, SHUT_RDWR);
 }
 
@@ -593,7 +655,7 @@ static void script_hello_then_silence(struct script *s)
         RAND_bytes(nonce, sizeof(nonce));
         struct repl_rx rx;
         if ((s->rc = repl_recv(s->fd, &s->hello, T_MS, NULL)) ||
-            (s->rc = send_hello(s->fd, 1, 1, 0, nonce)) ||
+            (s->rc = send_hello(s->fd, 1, 1, REPL_FEATURE_SEALED, nonce)) ||
             (s->rc = repl_recv(s->fd, &rx, T_MS, NULL)))
                 return;
         repl_rx_free(&rx);
@@ -642,7 +704,7 @@ static void script_reflect_auth(struct script *s)
         RAND_bytes(nonce, sizeof(nonce));
         struct repl_rx rx;
         if ((s->rc = repl_recv(s->fd, &s->hello, T_MS, NULL)) ||
-            (s->rc = send_hello(s->fd, 1, 1, 0, nonce)) ||
+            (s->rc = send_hello(s->fd, 1, 1, REPL_FEATURE_SEALED, nonce)) ||
             (s->rc = repl_recv(s->fd, &rx, T_MS, NULL)))
                 return;
         const Tandem__Repl__Auth *a = (const void *)rx.msg;
@@ -672,7 +734,7 @@ END_TEST
 static void script_reflect_nonce(struct script *s)
 {
         if ((s->rc = repl_recv(s->fd, &s->hello, T_MS, NULL)) ||
-            (s->rc = send_hello(s->fd, 1, 1, 0, their_hello(s)->nonce.data)))
+            (s->rc = send_hello(s->fd, 1, 1, REPL_FEATURE_SEALED, their_hello(s)->nonce.data)))
                 return;
         s->rc = recv_auth_result(s);
 }
@@ -699,7 +761,7 @@ static void script_refuse(struct script *s)
         RAND_bytes(nonce, sizeof(nonce));
         struct repl_rx rx;
         if ((s->rc = repl_recv(s->fd, &s->hello, T_MS, NULL)) ||
-            (s->rc = send_hello(s->fd, 1, 1, 0, nonce)) ||
+            (s->rc = send_hello(s->fd, 1, 1, REPL_FEATURE_SEALED, nonce)) ||
             (s->rc = repl_recv(s->fd, &rx, T_MS, NULL)))
                 return;
         repl_rx_free(&rx);
@@ -737,6 +799,8 @@ static Suite *auth_suite(void)
         tcase_add_test(tc, test_bad_local_config);
         tcase_add_test(tc, test_mac_matches_spec);
         tcase_add_test(tc, test_interop_with_wider_version_range);
+        tcase_add_test(tc, test_protection_mismatch);
+        tcase_add_test(tc, test_unsealed_peer_refused);
         tcase_add_test(tc, test_incompatible_version);
         tcase_add_test(tc, test_garbage_instead_of_hello);
         tcase_add_test(tc, test_malformed_hello);

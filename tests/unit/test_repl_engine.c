@@ -276,6 +276,8 @@ static void assert_status(int conn, const char *err, int timeout_ms)
 
 struct fake {
         int data_fd, ctl_fd;
+        /* The link's sealing, keyed by each channel's handshake (as the engine's). */
+        struct frame_seal data_seal, data_open, ctl_seal, ctl_open;
         pthread_t ctl_thread;
         bool ctl_running;
         pthread_mutex_t lock; /* the fields below, and sending on ctl_fd */
@@ -325,12 +327,18 @@ struct hs_opts {
         uint32_t peer_node_id;
         const char *secret;
         const char *naa;
+        int protection;
 };
 
-static const struct hs_opts good_hs = {FAKE_NODE, ENG_NODE, SECRET, NAA};
+static const struct hs_opts good_hs = {FAKE_NODE, ENG_NODE, SECRET, NAA,
+                                       FRAME_PROTECT_AUTHENTICATE};
 
-/* One channel: dial and authenticate. Returns the handshake's result; *fd open on success. */
-static int fake_channel(const struct hs_opts *o, int channel, int *fd, char *why, size_t whylen)
+/*
+ * One channel: dial and authenticate. Returns the handshake's result; *fd open on success, and
+ * the channel's sealing keyed (seal: ours, open: the engine's frames) when asked for.
+ */
+static int fake_channel_sealed(const struct hs_opts *o, int channel, int *fd, char *why,
+                               size_t whylen, struct frame_seal *seal, struct frame_seal *open)
 {
         int s = dial_engine();
         struct repl_hs_local l = {.node_id = o->node_id,
@@ -338,15 +346,27 @@ static int fake_channel(const struct hs_opts *o, int channel, int *fd, char *why
                                   .secret = o->secret,
                                   .lun_naa = o->naa,
                                   .channel = channel,
-                                  .features = REPL_FEATURE_VERIFY_SHA256};
+                                  .features = REPL_FEATURE_VERIFY_SHA256,
+                                  .protection = o->protection};
         struct repl_hs_result res;
         int rc = repl_handshake(s, &l, &res, FAKE_HS_MS, why, whylen);
         if (rc < 0) {
                 close(s);
                 return rc;
         }
+        if (seal) {
+                ck_assert_int_eq(frame_seal_init(seal, &res.tx, res.protection, res.cipher, false),
+                                 0);
+                ck_assert_int_eq(frame_seal_init(open, &res.rx, res.protection, res.cipher, true),
+                                 0);
+        }
         *fd = s;
         return 0;
+}
+
+static int fake_channel(const struct hs_opts *o, int channel, int *fd, char *why, size_t whylen)
+{
+        return fake_channel_sealed(o, channel, fd, why, whylen, NULL, NULL);
 }
 
 static void fake_send_state(struct fake *f, uint64_t size_bytes)
@@ -366,8 +386,9 @@ static void fake_send_state(struct fake *f, uint64_t size_bytes)
         m.disk = REPL_DISK_INCONSISTENT;
         m.node_name = (char *)"node1";
         m.bitmap_shift = 12;
-        ck_assert_int_eq(
-            repl_send(f->ctl_fd, TANDEM__REPL__MSG_TYPE__MSG_STATE, &m.base, NULL, 0, WAIT_MS), 0);
+        ck_assert_int_eq(repl_send_on(f->ctl_fd, &f->ctl_seal, TANDEM__REPL__MSG_TYPE__MSG_STATE,
+                                      &m.base, NULL, 0, WAIT_MS),
+                         0);
 }
 
 /* The engine's State: it comes first on the control channel, and describes the LUN. */
@@ -375,7 +396,7 @@ static void fake_recv_engine_state(struct fake *f)
 {
         struct repl_rx rx;
         const char *why = NULL;
-        int rc = repl_recv(f->ctl_fd, &rx, WAIT_MS, &why);
+        int rc = repl_recv_on(f->ctl_fd, &f->ctl_open, &rx, WAIT_MS, &why);
         ck_assert_msg(rc == 0, "engine state: %d %s", rc, why ? why : "");
         ck_assert_int_eq(rx.f.type, TANDEM__REPL__MSG_TYPE__MSG_STATE);
         const Tandem__Repl__State *s = (const Tandem__Repl__State *)rx.msg;
@@ -399,7 +420,7 @@ static void *fake_ctl_main(void *arg)
                         break;
                 struct repl_rx rx;
                 const char *why = NULL;
-                int rc = repl_recv(f->ctl_fd, &rx, 50, &why);
+                int rc = repl_recv_on(f->ctl_fd, &f->ctl_open, &rx, 50, &why);
                 if (rc == -ETIMEDOUT)
                         continue;
                 pthread_mutex_lock(&f->lock);
@@ -414,8 +435,9 @@ static void *fake_ctl_main(void *arg)
                 case TANDEM__REPL__MSG_TYPE__MSG_PING:
                         f->n_pings++;
                         if (f->answer_pings)
-                                (void)repl_send(f->ctl_fd, TANDEM__REPL__MSG_TYPE__MSG_PING_ACK,
-                                                rx.msg, NULL, 0, WAIT_MS);
+                                (void)repl_send_on(f->ctl_fd, &f->ctl_seal,
+                                                   TANDEM__REPL__MSG_TYPE__MSG_PING_ACK, rx.msg,
+                                                   NULL, 0, WAIT_MS);
                         break;
                 case TANDEM__REPL__MSG_TYPE__MSG_ACK: {
                         const Tandem__Repl__Ack *a = (const Tandem__Repl__Ack *)rx.msg;
@@ -454,7 +476,7 @@ static void fake_ack_engine_identity(struct fake *f)
 {
         struct repl_rx rx;
         const char *why = NULL;
-        int rc = repl_recv(f->data_fd, &rx, WAIT_MS, &why);
+        int rc = repl_recv_on(f->data_fd, &f->data_open, &rx, WAIT_MS, &why);
         ck_assert_msg(rc == 0, "engine identity: %d %s", rc, why ? why : "");
         ck_assert_int_eq(rx.f.type, TANDEM__REPL__MSG_TYPE__MSG_SCSI_STATE);
         const Tandem__Repl__ScsiState *s = (const Tandem__Repl__ScsiState *)rx.msg;
@@ -464,8 +486,9 @@ static void fake_ack_engine_identity(struct fake *f)
         repl_rx_free(&rx);
         Tandem__Repl__Ack a = TANDEM__REPL__ACK__INIT;
         a.seq = 1;
-        ck_assert_int_eq(
-            repl_send(f->ctl_fd, TANDEM__REPL__MSG_TYPE__MSG_ACK, &a.base, NULL, 0, WAIT_MS), 0);
+        ck_assert_int_eq(repl_send_on(f->ctl_fd, &f->ctl_seal, TANDEM__REPL__MSG_TYPE__MSG_ACK,
+                                      &a.base, NULL, 0, WAIT_MS),
+                         0);
 }
 
 /* Both channels, both states, then the control channel served by a thread. */
@@ -473,9 +496,11 @@ static void fake_connect(struct fake *f)
 {
         fake_init(f);
         char why[256] = "";
-        int rc = fake_channel(&good_hs, DATA, &f->data_fd, why, sizeof(why));
+        int rc = fake_channel_sealed(&good_hs, DATA, &f->data_fd, why, sizeof(why), &f->data_seal,
+                                     &f->data_open);
         ck_assert_msg(rc == 0, "data handshake: %d %s", rc, why);
-        rc = fake_channel(&good_hs, CONTROL, &f->ctl_fd, why, sizeof(why));
+        rc = fake_channel_sealed(&good_hs, CONTROL, &f->ctl_fd, why, sizeof(why), &f->ctl_seal,
+                                 &f->ctl_open);
         ck_assert_msg(rc == 0, "control handshake: %d %s", rc, why);
         fake_recv_engine_state(f);
         fake_send_state(f, LUN_SIZE);
@@ -497,6 +522,10 @@ static void fake_close(struct fake *f)
         if (f->ctl_fd >= 0)
                 close(f->ctl_fd);
         f->data_fd = f->ctl_fd = -1;
+        frame_seal_fini(&f->data_seal);
+        frame_seal_fini(&f->data_open);
+        frame_seal_fini(&f->ctl_seal);
+        frame_seal_fini(&f->ctl_open);
         pthread_mutex_destroy(&f->lock);
         pthread_cond_destroy(&f->cond);
 }
@@ -556,15 +585,16 @@ static int fake_send_write(struct fake *f, uint64_t seq, uint64_t off, uint32_t 
         m.length = len;
         m.kind = kind;
         struct iovec iov = {.iov_base = (void *)payload, .iov_len = payload_len};
-        return repl_send(f->data_fd, TANDEM__REPL__MSG_TYPE__MSG_WRITE, &m.base,
-                         payload_len ? &iov : NULL, payload_len ? 1 : 0, WAIT_MS);
+        return repl_send_on(f->data_fd, &f->data_seal, TANDEM__REPL__MSG_TYPE__MSG_WRITE, &m.base,
+                            payload_len ? &iov : NULL, payload_len ? 1 : 0, WAIT_MS);
 }
 
 static int fake_send_flush(struct fake *f, uint64_t seq)
 {
         Tandem__Repl__Flush m = TANDEM__REPL__FLUSH__INIT;
         m.seq = seq;
-        return repl_send(f->data_fd, TANDEM__REPL__MSG_TYPE__MSG_FLUSH, &m.base, NULL, 0, WAIT_MS);
+        return repl_send_on(f->data_fd, &f->data_seal, TANDEM__REPL__MSG_TYPE__MSG_FLUSH, &m.base,
+                            NULL, 0, WAIT_MS);
 }
 
 /* After a bad input: the engine hangs up on us with a reason, and listens again. */
@@ -793,8 +823,8 @@ static void write_with_state_refused(uint32_t kind, uint32_t state_id, const cha
         uint8_t *p = pattern(BLK, 0x48);
         struct iovec iov = {.iov_base = p, .iov_len = BLK};
         bool data = kind == REPL_IO_WRITE;
-        int rc = repl_send(f.data_fd, TANDEM__REPL__MSG_TYPE__MSG_WRITE, &m.base,
-                           data ? &iov : NULL, data ? 1 : 0, WAIT_MS);
+        int rc = repl_send_on(f.data_fd, &f.data_seal, TANDEM__REPL__MSG_TYPE__MSG_WRITE, &m.base,
+                              data ? &iov : NULL, data ? 1 : 0, WAIT_MS);
         ck_assert_msg(rc == 0 || rc == -ECONNRESET, "%s: send %d", what, rc);
         ck_assert_msg(fake_wait_closed(&f, WAIT_MS), "%s: not dropped", what);
         ck_assert_msg(wait_status(REPL_CONN_CONNECTING, "malformed", WAIT_MS, NULL),
@@ -817,8 +847,9 @@ START_TEST(test_write_with_state)
         Tandem__Repl__Write m;
         write_with_state_msg(&m, 1, 8192, REPL_IO_WRITE, CAW_STATE_ID, "caw table one");
         struct iovec iov = {.iov_base = p, .iov_len = BLK};
-        ck_assert_int_eq(
-            repl_send(f.data_fd, TANDEM__REPL__MSG_TYPE__MSG_WRITE, &m.base, &iov, 1, WAIT_MS), 0);
+        ck_assert_int_eq(repl_send_on(f.data_fd, &f.data_seal, TANDEM__REPL__MSG_TYPE__MSG_WRITE,
+                                      &m.base, &iov, 1, WAIT_MS),
+                         0);
         ck_assert_int_eq(fake_send_flush(&f, 2), 0);
         ck_assert_msg(fake_wait_ack(&f, 2, WAIT_MS), "no ack for seq 2");
         ck_assert_int_eq(fake_seen(&f).ack_error, 0);
@@ -837,12 +868,16 @@ START_TEST(test_write_with_state)
         uint8_t *q = pattern(BLK, 0x45);
         write_with_state_msg(&m, 3, 8192, REPL_IO_WRITE, CAW_STATE_ID, "caw table two");
         size_t msg_len = protobuf_c_message_get_packed_size(&m.base);
-        size_t frame_len = REPL_FRAME_HDR_LEN + msg_len + BLK;
+        size_t frame_len = REPL_FRAME_HDR_LEN + msg_len + BLK + FRAME_TAG_LEN;
         uint8_t *frame = malloc(frame_len);
         ck_assert_ptr_nonnull(frame);
         repl_frame_encode(frame, TANDEM__REPL__MSG_TYPE__MSG_WRITE, (uint32_t)msg_len, BLK);
         protobuf_c_message_pack(&m.base, frame + REPL_FRAME_HDR_LEN);
         memcpy(frame + REPL_FRAME_HDR_LEN + msg_len, q, BLK);
+        struct iovec body = {frame + REPL_FRAME_HDR_LEN, msg_len + BLK};
+        ck_assert_int_eq(frame_seal(&f.data_seal, frame, REPL_FRAME_HDR_LEN, &body, &body, 1,
+                                    frame + frame_len - FRAME_TAG_LEN),
+                         0);
         ck_assert_int_eq(repl_write_full(f.data_fd, frame, frame_len - BLK / 2, WAIT_MS), 0);
         fake_close(&f);
         ck_assert(wait_status(REPL_CONN_CONNECTING, NULL, WAIT_MS, NULL));
@@ -888,6 +923,29 @@ static void send_raw_and_expect_drop(enum raw_channel ch, const void *bytes, siz
         assert_file_unchanged();
 }
 
+/* bytes (header and message) sealed with the fake's data-channel key, then sent. */
+static void send_sealed_raw_and_expect_drop(const uint8_t *bytes, size_t len, const char *reason)
+{
+        file_snapshot();
+        struct fake f;
+        fake_connect(&f);
+        assert_status(REPL_CONN_CONNECTED, NULL, WAIT_MS);
+        uint8_t frame[256];
+        ck_assert_uint_le(len + FRAME_TAG_LEN, sizeof(frame));
+        memcpy(frame, bytes, len);
+        struct iovec body = {frame + REPL_FRAME_HDR_LEN, len - REPL_FRAME_HDR_LEN};
+        ck_assert_int_eq(
+            frame_seal(&f.data_seal, frame, REPL_FRAME_HDR_LEN, &body, &body, 1, frame + len), 0);
+        ck_assert_int_eq(repl_write_full(f.data_fd, frame, len + FRAME_TAG_LEN, WAIT_MS), 0);
+        ck_assert_msg(fake_wait_closed(&f, WAIT_MS), "not dropped after %s", reason);
+        struct repl_status st;
+        bool ok = wait_status(REPL_CONN_CONNECTING, reason, WAIT_MS, &st);
+        ck_assert_msg(ok, "conn %s last_error \"%s\", wanted \"%s\"", repl_conn_name(st.conn),
+                      st.last_error, reason);
+        fake_close(&f);
+        assert_file_unchanged();
+}
+
 START_TEST(test_bad_frames)
 {
         uint8_t hdr[REPL_FRAME_HDR_LEN + 64];
@@ -913,10 +971,30 @@ START_TEST(test_bad_frames)
         repl_frame_encode(hdr, 42, 0, 0);
         send_raw_and_expect_drop(RAW_DATA, hdr, REPL_FRAME_HDR_LEN, "unknown message type 42");
 
-        /* A WRITE frame whose message bytes are not a Write. */
+        /* A WRITE frame whose message bytes are not a Write (sealed by the peer). */
         memset(hdr + REPL_FRAME_HDR_LEN, 0xff, 8);
         repl_frame_encode(hdr, TANDEM__REPL__MSG_TYPE__MSG_WRITE, 8, 0);
-        send_raw_and_expect_drop(RAW_DATA, hdr, REPL_FRAME_HDR_LEN + 8, "malformed");
+        send_sealed_raw_and_expect_drop(hdr, REPL_FRAME_HDR_LEN + 8, "malformed");
+
+        /* The same bytes with a tag that is not the frame's (forged: no key). */
+        memset(hdr + REPL_FRAME_HDR_LEN + 8, 0x42, FRAME_TAG_LEN);
+        send_raw_and_expect_drop(RAW_DATA, hdr, REPL_FRAME_HDR_LEN + 8 + FRAME_TAG_LEN,
+                                 "frame failed authentication");
+
+        /* A well-formed WRITE, unsealed (a peer that skips the protection, or an injector). */
+        uint8_t plain[REPL_FRAME_HDR_LEN + 64 + BLK + FRAME_TAG_LEN];
+        Tandem__Repl__Write pw = TANDEM__REPL__WRITE__INIT;
+        pw.seq = 2; /* the engine's identity took seq 1 */
+        pw.offset = 8192;
+        pw.length = BLK;
+        pw.kind = REPL_IO_WRITE;
+        size_t plen = tandem__repl__write__pack(&pw, plain + REPL_FRAME_HDR_LEN);
+        repl_frame_encode(plain, TANDEM__REPL__MSG_TYPE__MSG_WRITE, (uint32_t)plen, BLK);
+        memset(plain + REPL_FRAME_HDR_LEN + plen, 0x66, BLK + FRAME_TAG_LEN);
+        send_raw_and_expect_drop(RAW_DATA, plain, REPL_FRAME_HDR_LEN + plen + BLK + FRAME_TAG_LEN,
+                                 "frame failed authentication");
+        send_raw_and_expect_drop(RAW_CTL, plain, REPL_FRAME_HDR_LEN + plen + BLK + FRAME_TAG_LEN,
+                                 "frame failed authentication");
 
         /* A write whose payload stops short: the peer goes away in the middle of it. */
         file_snapshot();
@@ -945,9 +1023,9 @@ START_TEST(test_bad_frames)
         assert_status(REPL_CONN_CONNECTED, NULL, WAIT_MS);
         Tandem__Repl__Ping ping = TANDEM__REPL__PING__INIT;
         ping.token = 1;
-        ck_assert_int_eq(
-            repl_send(f.data_fd, TANDEM__REPL__MSG_TYPE__MSG_PING, &ping.base, NULL, 0, WAIT_MS),
-            0);
+        ck_assert_int_eq(repl_send_on(f.data_fd, &f.data_seal, TANDEM__REPL__MSG_TYPE__MSG_PING,
+                                      &ping.base, NULL, 0, WAIT_MS),
+                         0);
         ck_assert(fake_wait_closed(&f, WAIT_MS));
         assert_status(REPL_CONN_CONNECTING, "disconnected", WAIT_MS);
         fake_close(&f);
@@ -960,8 +1038,9 @@ START_TEST(test_bad_frames)
         Tandem__Repl__Flush fl = TANDEM__REPL__FLUSH__INIT;
         fl.seq = 1;
         pthread_mutex_lock(&f.lock);
-        ck_assert_int_eq(
-            repl_send(f.ctl_fd, TANDEM__REPL__MSG_TYPE__MSG_FLUSH, &fl.base, NULL, 0, WAIT_MS), 0);
+        ck_assert_int_eq(repl_send_on(f.ctl_fd, &f.ctl_seal, TANDEM__REPL__MSG_TYPE__MSG_FLUSH,
+                                      &fl.base, NULL, 0, WAIT_MS),
+                         0);
         pthread_mutex_unlock(&f.lock);
         expect_dropped(&f, "unexpected FLUSH on the control channel");
         assert_file_unchanged();
@@ -1010,6 +1089,17 @@ START_TEST(test_handshake_refusals)
         ck_assert_msg(rc == -ESRCH, "naa: %d (%s)", rc, why);
         assert_status(REPL_CONN_CONNECTING, "different LUN", WAIT_MS);
 
+        /* Another link protection: refused at the handshake, both ends saying why. */
+        o = good_hs;
+        o.protection = FRAME_PROTECT_ENCRYPT;
+        rc = fake_channel(&o, DATA, &fd, why, sizeof(why));
+        ck_assert_msg(rc == -EPROTO, "protection: %d (%s)", rc, why);
+        ck_assert_msg(strstr(why, "link protection mismatch"), "fake's reason \"%s\"", why);
+        assert_status(REPL_CONN_CONNECTING,
+                      "link protection mismatch: node 1 has link_protection = \"encrypt\", node 2 "
+                      "has \"authenticate\"",
+                      WAIT_MS);
+
         /* The control channel first: the engine waits for the data channel. */
         rc = fake_channel(&good_hs, CONTROL, &fd, why, sizeof(why));
         ck_assert_msg(rc == -EPROTO, "channel: %d (%s)", rc, why);
@@ -1041,15 +1131,19 @@ START_TEST(test_size_mismatch)
         struct fake f;
         fake_init(&f);
         char why[256] = "";
-        ck_assert_int_eq(fake_channel(&good_hs, DATA, &f.data_fd, why, sizeof(why)), 0);
-        ck_assert_int_eq(fake_channel(&good_hs, CONTROL, &f.ctl_fd, why, sizeof(why)), 0);
+        ck_assert_int_eq(fake_channel_sealed(&good_hs, DATA, &f.data_fd, why, sizeof(why),
+                                             &f.data_seal, &f.data_open),
+                         0);
+        ck_assert_int_eq(fake_channel_sealed(&good_hs, CONTROL, &f.ctl_fd, why, sizeof(why),
+                                             &f.ctl_seal, &f.ctl_open),
+                         0);
         fake_recv_engine_state(&f);
         fake_send_state(&f, LUN_SIZE * 2ull);
 
         /* The engine says why, then hangs up, without ever being Connected. */
         struct repl_rx rx;
         const char *rwhy = NULL;
-        int rc = repl_recv(f.ctl_fd, &rx, WAIT_MS, &rwhy);
+        int rc = repl_recv_on(f.ctl_fd, &f.ctl_open, &rx, WAIT_MS, &rwhy);
         ck_assert_msg(rc == 0, "recv: %d %s", rc, rwhy ? rwhy : "");
         ck_assert_int_eq(rx.f.type, TANDEM__REPL__MSG_TYPE__MSG_DISCONNECT);
         const Tandem__Repl__Disconnect *d = (const Tandem__Repl__Disconnect *)rx.msg;
