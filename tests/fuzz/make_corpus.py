@@ -348,7 +348,8 @@ def frame(kind, msg=b"", payload=b""):
 
 def hello(node=2, peer=1, channel=CHANNEL_DATA, naa=REPL_NAA, nonce=bytes(range(32)),
           proto_max=1):
-    return (pb_int(1, 1) + pb_int(2, proto_max) + pb_int(3, 1) + pb_int(4, node)
+    # features: verify, forward, resize, sealed frames, write with state (replicator/wire.h)
+    return (pb_int(1, 1) + pb_int(2, proto_max) + pb_int(3, 0x2f) + pb_int(4, node)
             + pb_int(5, peer) + pb_int(6, channel) + pb_bytes(7, nonce) + pb_bytes(8, naa))
 
 
