@@ -39,6 +39,7 @@ struct iscsi_task {
         struct scsi_task scsi;
         struct iscsi_conn *conn;
         struct iscsi_task *hash_next; /* in conn->tasks[] while collecting */
+        struct iscsi_task *exec_next; /* in conn->executing[] while in the medium */
         struct iscsi_task *free_next;
         uint32_t itt;
         uint32_t cmdsn;
@@ -146,6 +147,8 @@ struct iscsi_conn {
 
         /* Tasks waiting for Data-Out, by ITT. */
         struct iscsi_task *tasks[ISCSI_TASK_HASH];
+        /* Tasks in the medium, by ITT: a new command may not take one of their ITTs. */
+        struct iscsi_task *executing[ISCSI_TASK_HASH];
         uint32_t tasks_active;
         uint32_t tasks_collecting; /* tasks in tasks[] */
         struct iscsi_task *task_free;

@@ -108,6 +108,15 @@ static bool cmd_no_direction(const uint8_t *bhs)
         return !(bhs[1] & (CMD_R | CMD_W)) && bhs_word(bhs, 20) != 0;
 }
 
+/*
+ * 11.3.1.1: R and W both set is a bidirectional command, and no command here is one (SBC's
+ * XDWRITEREAD and the like are not offered): the PDU describes a transfer no CDB has.
+ */
+static bool cmd_bidirectional(const uint8_t *bhs)
+{
+        return (bhs[1] & (CMD_R | CMD_W)) == (CMD_R | CMD_W);
+}
+
 /* 11.3.1.2: task attributes 5-7 are reserved. */
 static bool cmd_attr_reserved(const uint8_t *bhs)
 {
@@ -150,6 +159,8 @@ static const struct pdu_rule pdu_rules[] = {
     {ISCSI_OP_SCSI_CMD, itt_reserved, ISCSI_REJECT_INVALID_PDU_FIELD, "ITT 0xffffffff"},
     {ISCSI_OP_SCSI_CMD, cmd_no_direction, ISCSI_REJECT_INVALID_PDU_FIELD,
      "Expected Data Transfer Length without R or W"},
+    {ISCSI_OP_SCSI_CMD, cmd_bidirectional, ISCSI_REJECT_INVALID_PDU_FIELD,
+     "R and W both set (no bidirectional commands)"},
     {ISCSI_OP_SCSI_CMD, cmd_attr_reserved, ISCSI_REJECT_PROTOCOL_ERROR, "reserved task attribute"},
     {ISCSI_OP_TMF_REQ, itt_reserved, ISCSI_REJECT_INVALID_PDU_FIELD, "ITT 0xffffffff"},
     {ISCSI_OP_TMF_REQ, tmf_function_reserved, ISCSI_REJECT_PROTOCOL_ERROR, "reserved function"},

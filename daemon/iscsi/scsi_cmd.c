@@ -76,6 +76,35 @@ struct iscsi_task *iscsi_task_find(struct iscsi_conn *c, uint32_t itt)
         return NULL;
 }
 
+/* The executing tasks by ITT (only this connection's loop touches them). */
+static void executing_add(struct iscsi_conn *c, struct iscsi_task *t)
+{
+        struct iscsi_task **head = &c->executing[t->itt % ISCSI_TASK_HASH];
+        t->exec_next = *head;
+        *head = t;
+}
+
+static void executing_del(struct iscsi_conn *c, struct iscsi_task *t)
+{
+        struct iscsi_task **pp = &c->executing[t->itt % ISCSI_TASK_HASH];
+        while (*pp && *pp != t)
+                pp = &(*pp)->exec_next;
+        if (*pp)
+                *pp = t->exec_next;
+        t->exec_next = NULL;
+}
+
+/* An ITT a task of this connection holds: collecting its data or in the medium. */
+static bool itt_in_use(struct iscsi_conn *c, uint32_t itt)
+{
+        if (iscsi_task_find(c, itt))
+                return true;
+        for (struct iscsi_task *t = c->executing[itt % ISCSI_TASK_HASH]; t; t = t->exec_next)
+                if (t->itt == itt)
+                        return true;
+        return false;
+}
+
 void iscsi_conn_drop_tasks(struct iscsi_conn *c)
 {
         for (int b = 0; b < ISCSI_TASK_HASH; b++) {
@@ -231,6 +260,7 @@ static void task_async_done(struct scsi_task *st)
         struct iscsi_task *t =
             (struct iscsi_task *)((char *)st - offsetof(struct iscsi_task, scsi));
         struct iscsi_conn *c = t->conn;
+        executing_del(c, t);
         c->async_pending--;
         c->exec_data_bytes -= t->exec_bytes;
         t->exec_bytes = 0;
@@ -248,6 +278,7 @@ static void task_execute(struct iscsi_conn *c, struct iscsi_task *t)
         scsi_task_execute(&t->scsi);
         if (t->scsi.async) {
                 t->state = ISCSI_TASK_EXECUTING;
+                executing_add(c, t);
                 c->async_pending++;
                 t->exec_bytes = (t->scsi.dir & SCSI_DIR_READ) ? t->edtl : 0;
                 c->exec_data_bytes += t->exec_bytes;
@@ -343,7 +374,7 @@ int iscsi_scsi_cmd(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data
         const struct iscsi_scsi_cmd_hdr *h = (const struct iscsi_scsi_cmd_hdr *)bhs;
         struct iscsi_session *s = c->sess;
         uint32_t itt = be32_get(h->itt);
-        if (iscsi_task_find(c, itt)) {
+        if (itt_in_use(c, itt)) {
                 log_warn("%s: ITT 0x%x already in use: rejected", c->peer, itt);
                 iscsi_send_reject(c, bhs, ISCSI_REJECT_TASK_IN_PROGRESS);
                 return 0;

@@ -3306,6 +3306,107 @@ static int case_dataout_foreign_ttt(struct ctx *c, char *detail)
         return res;
 }
 
+/*
+ * A command with the ITT of one still executing (a WRITE SAME over 8 MiB in the medium, sent
+ * in the same segment): Reject 0x07 TASK IN PROGRESS for the second, GOOD for the first
+ * (RFC 7143 11.17.1: an ITT is unique among the connection's outstanding tasks).
+ */
+static int case_itt_in_use_executing(struct ctx *c, char *detail)
+{
+        struct conn cn;
+        if (block_size_known(c, detail) != 0 || session(c, &cn, false, detail) != 0)
+                return 0;
+        if (!cn.immediate_data) {
+                DETAIL("cannot build the case: ImmediateData=No");
+                conn_close(&cn);
+                return -1;
+        }
+        uint32_t bs = c->block_size, blocks = 8u * 1024 * 1024 / bs;
+        uint8_t *pattern = malloc(bs);
+        if (pattern == NULL) {
+                conn_close(&cn);
+                return 0;
+        }
+        memset(pattern, 0xa7, bs);
+        uint8_t ws[16] = {0x93}, tur[6] = {0}, first[ISCSI_BHS_LEN], second[ISCSI_BHS_LEN];
+        put_be64(ws + 2, SCRATCH_LBA(12));
+        put_be32(ws + 10, blocks);
+        build_scsi_cmd(&cn, c, first, ws, sizeof(ws), false, true, bs);
+        build_scsi_cmd(&cn, c, second, tur, sizeof(tur), false, false, 0);
+        uint32_t itt = iscsi_bhs_itt(first);
+        put_be32(second + 16, itt);
+        pdu_send(&cn, first, pattern, bs);
+        pdu_send(&cn, second, NULL, 0);
+        free(pattern);
+        int rejected = -1, status = -1;
+        for (int i = 0; i < 8 && (rejected < 0 || status < 0); i++) {
+                struct pdu p;
+                if (pdu_recv(&cn, &p) != 0)
+                        break;
+                uint8_t op = iscsi_bhs_opcode(p.bhs);
+                if (op == ISCSI_OP_REJECT)
+                        rejected = p.bhs[2];
+                else if (op == ISCSI_OP_SCSI_RSP && iscsi_bhs_itt(p.bhs) == itt)
+                        status = p.bhs[3];
+                pdu_free(&p);
+        }
+        int res = rejected == 0x07 && status == 0;
+        DETAIL("second command with the executing WRITE SAME's ITT: %s (reason 0x%02x, want "
+               "0x07); the WRITE SAME: status %d (want 0)",
+               rejected < 0 ? "no Reject" : "Reject", rejected < 0 ? 0 : rejected, status);
+        conn_close(&cn);
+        return res;
+}
+
+/*
+ * R and W both set on a READ(10) and on a WRITE(10) (no command here is bidirectional):
+ * Reject 0x09 for each, nothing written; the session goes on (a TUR after them is GOOD).
+ */
+static int case_bidi_on_plain_cdb(struct ctx *c, char *detail)
+{
+        struct conn cn;
+        char why[200] = "";
+        if (block_size_known(c, detail) != 0 || session(c, &cn, false, detail) != 0)
+                return 0;
+        uint32_t bs = c->block_size, lba = SCRATCH_LBA(13);
+        uint8_t *buf = malloc(bs);
+        if (buf == NULL) {
+                conn_close(&cn);
+                return 0;
+        }
+        memset(buf, 0, bs);
+        int res = write_ok(&cn, c, lba, buf, bs, why, sizeof(why));
+        static const uint8_t ops[] = {0x28, 0x2a};
+        for (size_t i = 0; res && i < sizeof(ops); i++) {
+                uint8_t cdb[10] = {ops[i]}, bhs[ISCSI_BHS_LEN];
+                put_be32(cdb + 2, lba);
+                put_be16(cdb + 7, 1);
+                build_scsi_cmd(&cn, c, bhs, cdb, sizeof(cdb), true, true, bs);
+                memset(buf, 0x3c, bs);
+                pdu_send(&cn, bhs, ops[i] == 0x2a && cn.immediate_data ? buf : NULL,
+                         ops[i] == 0x2a && cn.immediate_data ? bs : 0);
+                struct scsi_result r = {0};
+                scsi_wait(&cn, iscsi_bhs_itt(bhs), &r);
+                if (r.rc != -EPROTO || r.reject_reason != 0x09) {
+                        snprintf(why, sizeof(why),
+                                 "opcode 0x%02x with R and W: rc %d reject 0x%02x "
+                                 "status %u (want Reject 0x09)",
+                                 ops[i], r.rc, r.reject_reason, r.status);
+                        res = 0;
+                }
+        }
+        memset(buf, 0, bs);
+        if (res)
+                res = read_matches(&cn, c, lba, buf, bs, why, sizeof(why)) &&
+                      tur_ok(&cn, c, why, sizeof(why)) == 0;
+        DETAIL("%s", res ? "Reject 0x09 for READ(10) and WRITE(10) with R and W; nothing "
+                           "written, the session goes on"
+                         : why);
+        free(buf);
+        conn_close(&cn);
+        return res;
+}
+
 struct test_case {
         const char *name;
         int (*fn)(struct ctx *c, char *detail);
@@ -3347,6 +3448,8 @@ static const struct test_case cases[] = {
     {"dataout_not_offered", case_dataout_not_offered},
     {"read_residuals", case_read_residuals},
     {"dataout_foreign_ttt", case_dataout_foreign_ttt},
+    {"itt_in_use_executing", case_itt_in_use_executing},
+    {"bidi_on_plain_cdb", case_bidi_on_plain_cdb},
 };
 
 /* ------------------------------------------------------------------------------------------ */
