@@ -12,6 +12,7 @@
 #   log MESSAGE...         a function writing to stderr
 #   HA_REPL_LUNS           optional: "IQN LUN" of every replicated LUN when there are several
 #                          (default: one LUN, LUN 0 of IQN, the first in the status)
+#   HA_CRM_PARAMS          optional: more params of p_tandem (e.g. log_file=PATH)
 # shellcheck disable=SC2154 # the variables above are the caller's
 
 if [[ -n "${TDM_HACLUSTER_LOADED:-}" ]]; then
@@ -99,7 +100,7 @@ prepare_nodes()
 load_crm()
 {
 	sed -e "s/10\.0\.0\.100/$VIP/g" -e "s/nic=eth0/nic=front0/" \
-		-e "s|instance=default|instance=default tandemd=$BIN/tandemd tandemctl=$BIN/tandemctl|" \
+		-e "s|instance=default|instance=default tandemd=$BIN/tandemd tandemctl=$BIN/tandemctl${HA_CRM_PARAMS:+ $HA_CRM_PARAMS}|" \
 		"$TOP/deploy/crm/tandem.crm" >"$WORK/tandem.crm"
 	if ((layout == 3)); then # n3 is a quorum vote only: no tandemd, no portal there
 		printf '%s\n' "location l_tandem_not_n3 ms_tandem -inf: n3" \
