@@ -19,6 +19,7 @@ if [[ -n "${TDM_HACLUSTER_LOADED:-}" ]]; then
 	return 0
 fi
 TDM_HACLUSTER_LOADED=1
+[[ -v HA_REPL_LUNS ]] || HA_REPL_LUNS=() # (set -u: an unset array has no length)
 
 ctl() # node args... (tandemctl inside the node)
 {
