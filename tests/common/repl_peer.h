@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -286,6 +287,19 @@ static inline void peer_link_close(struct peer_link *l)
         frame_seal_fini(&l->ctl_open);
 }
 
+/* A connect() a signal interrupted goes on: waits for its end (a fuzzer's timer, say). */
+static inline int peer_connect_finish(int fd, int64_t end)
+{
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        int left = (int)(end - peer_mono_ms());
+        int soerr = 0;
+        socklen_t sl = sizeof(soerr);
+        if (poll(&p, 1, left > 0 ? left : 0) <= 0 ||
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 || soerr)
+                return -EINTR;
+        return 0;
+}
+
 /* Connects to the engine, retrying while it is not listening yet. */
 static inline int peer_dial(uint16_t port, int timeout_ms, int *out)
 {
@@ -297,17 +311,19 @@ static inline int peer_dial(uint16_t port, int timeout_ms, int *out)
                 struct sockaddr_in sa = {.sin_family = AF_INET,
                                          .sin_port = htons(port),
                                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-                if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+                int rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 ? 0 : -errno;
+                if (rc == -EINTR)
+                        rc = peer_connect_finish(fd, end);
+                if (rc == 0) {
                         /* Frames go out as written, as the engine's do: no Nagle delay. */
                         int one = 1;
                         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
                         *out = fd;
                         return 0;
                 }
-                int e = errno;
                 close(fd);
-                if (e != ECONNREFUSED || peer_mono_ms() >= end)
-                        return -e;
+                if ((rc != -ECONNREFUSED && rc != -EINTR) || peer_mono_ms() >= end)
+                        return rc;
                 peer_nap_ms(10);
         }
 }
