@@ -265,6 +265,7 @@ struct sent {
         const uint8_t *data; /* FX_DATA: into the frame's payload (kept) */
         int record;          /* the state record it sets, -1: none */
         const uint8_t *rec;
+        uint8_t *rec_copy; /* a Write's record: the message is freed once judged */
         size_t rec_len;
         /* A verify request: the reply the engine must give. */
         bool verify;
@@ -415,11 +416,11 @@ static struct sent *judge(struct run *run, struct frame *f)
         /* A payload of a message that has none is read with its sealed frame and ignored. */
         /* The record's bytes live in the message: keep a copy with the frame. */
         if (s->record >= 0 && f->type == TANDEM__REPL__MSG_TYPE__MSG_WRITE) {
-                uint8_t *copy = malloc(s->rec_len ? s->rec_len : 1);
-                FUZZ_ASSERT(copy != NULL, "out of memory");
+                s->rec_copy = malloc(s->rec_len ? s->rec_len : 1);
+                FUZZ_ASSERT(s->rec_copy != NULL, "out of memory");
                 if (s->rec_len)
-                        memcpy(copy, s->rec, s->rec_len);
-                s->rec = copy;
+                        memcpy(s->rec_copy, s->rec, s->rec_len);
+                s->rec = s->rec_copy;
         }
         if (m)
                 protobuf_c_message_free_unpacked(m, NULL);
@@ -434,8 +435,7 @@ static void sent_free(struct run *run)
 {
         for (size_t i = 0; i < run->n_sent; i++) {
                 struct sent *s = &run->sent[i];
-                if (s->record >= 0 && s->type == TANDEM__REPL__MSG_TYPE__MSG_WRITE)
-                        free((void *)s->rec);
+                free(s->rec_copy);
                 free(s->v_bad);
                 frame_free(&run->kept[i]);
         }
