@@ -421,6 +421,77 @@ def repl_wire_seeds():
     }
 
 
+# ---- fuzz_repl_apply: frames of an authenticated peer (see the top of fuzz_repl_apply.c) ----
+
+APPLY_OPS = {name: i for i, name in enumerate(
+    ["WRITE", "ZERO", "UNMAP", "WRITE_KIND", "FLUSH", "RS_DATA", "VERIFY", "LU_STATE",
+     "SCSI_STATE", "RESIZE", "RAW_DATA", "SYNC_DONE", "VERIFY_REPLY", "STATE", "PING",
+     "PING_ACK", "ACK", "DISCONNECT", "FORWARD", "FORWARD_REPLY", "RAW_CTL", "SYNC"])}
+A_ENCRYPT, A_SYNC_TARGET, A_NO_PROBE, A_DISCONNECT = 1, 2, 4, 8
+R_FUA, R_UNALIGNED_OFF, R_STATE, R_FROM_INPUT, R_ZERO = 1, 2, 16, 32, 128
+SKEW, MANGLE = 6, 7
+
+
+def aop(name, fields=b"", how=0):
+    return bytes([how << 5 | APPLY_OPS[name]]) + fields
+
+
+def arange(block, nblocks, flags=0, seed=0):
+    return struct.pack("<HBBB", block, nblocks, flags, seed)
+
+
+def repl_apply_seeds():
+    def u64(v):
+        return struct.pack("<Q", v)
+
+    write = aop("WRITE", arange(8, 8, seed=0x31))
+    flush = aop("FLUSH")
+    return {
+        "write-flush": bytes([0]) + write + flush,
+        "write-encrypted": bytes([A_ENCRYPT]) + write + aop("WRITE", arange(64, 1, R_FUA, 7)),
+        # A write carrying state record 5 (64 bytes), then one whose bytes come from the input.
+        "write-with-state": bytes([0]) + aop("WRITE", arange(16, 8, R_STATE, 0x44) + b"\x05\x04")
+        + aop("WRITE", arange(40, 1, R_FROM_INPUT, 0) + bytes(range(1, 255, 2)) * 4),
+        "zero-unmap": bytes([0]) + aop("WRITE", arange(0, 32, seed=0x21))
+        + aop("ZERO", arange(2, 4)) + aop("UNMAP", arange(8, 8)) + flush,
+        "write-kind-flush": bytes([0]) + aop("WRITE_KIND", b"\x04" + arange(0, 0)),
+        # The engine as SyncTarget: resync data, a zero range, then the end of the resync.
+        "resync": bytes([A_SYNC_TARGET]) + aop("RS_DATA", arange(0, 16, seed=3))
+        + aop("RS_DATA", arange(16, 16, R_ZERO)) + aop("SYNC")
+        + aop("SYNC_DONE", b"\x01\x00"),
+        "resync-encrypted": bytes([A_SYNC_TARGET | A_ENCRYPT]) + aop("RS_DATA", arange(100, 8)),
+        # Verify: digests of what the engine holds, then one block wrong, then the end of a run.
+        "verify": bytes([0]) + write + aop("VERIFY", struct.pack("<HHBB", 0, 4, 0, 0))
+        + aop("VERIFY", struct.pack("<HHBB", 1, 2, 4, 1)) + aop("VERIFY", bytes(6)),
+        "lu-state": bytes([0]) + aop("LU_STATE", b"\x02\x03" + struct.pack("<H", 300) + b"\x09")
+        + aop("LU_STATE", b"\x02\x00\x00\x00\x00") + flush,
+        "scsi-state": bytes([0]) + aop("SCSI_STATE", b"\x01\x01\x00")
+        + aop("SCSI_STATE", b"\x00\x00\x01") + write,
+        "resize-refused": bytes([0]) + aop("RESIZE", b"\x01\x07") + aop("RESIZE", b"\x00\x00")
+        + write,
+        "control-frames": bytes([0]) + aop("PING", u64(77)) + aop("PING_ACK", u64(1))
+        + aop("STATE", b"\x01\x03\x00\x00\x00")
+        + aop("VERIFY_REPLY", b"\x01\x00\x00\x02\x01\x00\x02\x00\x00")
+        + aop("FORWARD", b"\x04peer\x06\x12\x00\x00\x00\x60\x00\x00\x00")
+        + aop("FORWARD_REPLY", b"\x09\x02\xff") + write,
+        "both-new-sync-done": bytes([A_DISCONNECT]) + write
+        + aop("SYNC_DONE", b"\x01\x01" + u64(0x1234567890ABCDEF) + u64(4)),
+        "raw-write": bytes([0]) + aop("RAW_DATA", bytes([MSG["WRITE"], 10])
+                                      + pb_int(1, 1) + pb_int(2, 4096) + pb_int(3, 512)
+                                      + pb_int(4, 1) + struct.pack("<H", 512) + b"\x11"),
+        # A few bad ones: a gap in the seqs, an unsealed frame, a forged tag, a frame cut
+        # short, a write past the end, an ack of something never sent, a peer that leaves.
+        "bad-seq": bytes([0]) + aop("WRITE", b"\x02" + arange(8, 8), how=SKEW),
+        "bad-unsealed": bytes([0]) + aop("WRITE", b"\x00" + arange(8, 8), how=MANGLE),
+        "bad-tag": bytes([A_ENCRYPT]) + aop("FLUSH", b"\x01", how=MANGLE),
+        "bad-cut": bytes([0]) + write + aop("WRITE", b"\x02" + arange(8, 8), how=MANGLE),
+        "bad-past-end": bytes([0]) + aop("WRITE", arange(8190, 8, seed=1)),
+        "bad-ack": bytes([0]) + write + aop("ACK", b"\x09\x00"),
+        "bad-ping-on-data": bytes([0]) + aop("PING", b"\x00" + u64(1), how=SKEW),
+        "peer-leaves": bytes([A_NO_PROBE | A_DISCONNECT]) + write + write,
+    }
+
+
 # ---- CPG messages (proto/cluster.proto); fuzz_cluster_msg adds the sender's node id ----
 
 def outdate_msg(from_node, naa=REPL_NAA, peer=2, gen=0x1234, version=1, seq=1,
@@ -699,6 +770,7 @@ def main():
     write("fuzz_cdb", cdb_seeds())
     write("fuzz_pdu_rx", pdu_rx_seeds())
     write("fuzz_repl_wire", repl_wire_seeds())
+    write("fuzz_repl_apply", repl_apply_seeds())
     write("fuzz_cluster_msg", cluster_msg_seeds())
     write("fuzz_config", config_seeds())
     write("fuzz_xcopy", xcopy_seeds())

@@ -2,147 +2,67 @@
  * The replicator engine against a fake peer: a real replicated LUN (node 2, Secondary, on a
  * sparse temp file) listens on loopback; the test plays node 1 with the wire and handshake
  * API (it has the lower id, so it dials), and checks what the engine applies, acknowledges,
- * refuses and reports through repl_for_each_status.
+ * refuses and reports through repl_for_each_status. The engine and the peer's steps are
+ * tests/common/repl_peer.h (shared with tests/fuzz/fuzz_repl_apply.c).
  */
-#include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "../../replicator/auth.h"
-#include "../../replicator/wire.h"
+#include "../common/repl_peer.h"
 
-/* Kinds of a Write message on the wire (replicator/repl_internal.h REPL_OP_*). */
-enum { REPL_IO_WRITE = 1, REPL_IO_ZERO = 2, REPL_IO_UNMAP = 3, REPL_IO_FLUSH = 4 };
-#include "tandem/backstore.h"
-#include "tandem/config.h"
-#include "tandem/repl.h"
-#include "tandem/medium.h"
+#define SECRET   "fake peer shared secret"
+#define NAA      "6001405a1b2c3d4e5f60718293a4b5c6"
+#define SERIAL   "replengine000001"
+#define IQN      "iqn.2024-01.org.tandem:repl-engine"
+#define LUN_BS   512u
+#define LUN_SIZE (4u * 1024 * 1024)
+#define BLK      4096u
 
-#define SECRET    "fake peer shared secret"
-#define NAA       "6001405a1b2c3d4e5f60718293a4b5c6"
-#define SERIAL    "replengine000001"
-#define IQN       "iqn.2024-01.org.tandem:repl-engine"
-#define LUN_BS    512u
-#define LUN_SIZE  (4u * 1024 * 1024)
-#define FAKE_NODE 1u
-#define ENG_NODE  2u
-#define BLK       4096u
-
-#define DATA    TANDEM__REPL__CHANNEL__CHANNEL_DATA
-#define CONTROL TANDEM__REPL__CHANNEL__CHANNEL_CONTROL
+#define DATA    PEER_DATA
+#define CONTROL PEER_CONTROL
 
 /* Handshake deadline of the fake: covers the engine's 5 s back-off after a refusal. */
 #define FAKE_HS_MS   8000
 #define WAIT_MS      3000 /* for things the engine does at once */
 #define REFUSED_WAIT 9000 /* for a reconnect that waits out REFUSED_RETRY_MS (5 s) */
 
-static int64_t mono_ms(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void nap_ms(unsigned ms)
-{
-        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-        nanosleep(&ts, NULL);
-}
+#define mono_ms peer_mono_ms
+#define nap_ms  peer_nap_ms
 
 /* ---- the engine under test ---- */
 
-struct engine {
-        char dir[64];
-        char data_path[128];
-        char md_path[192];
-        uint16_t port;
-        struct repl_lun *r;
-        uint8_t *snapshot; /* the whole file, taken before a bad case */
-};
-
-static struct engine eng;
-static struct tdm_lun_cfg lun_cfg; /* large: static */
-
-static uint16_t free_port(void)
-{
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        ck_assert_int_ge(fd, 0);
-        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-        socklen_t sl = sizeof(sa);
-        ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
-        close(fd);
-        return ntohs(sa.sin_port);
-}
+static struct peer_engine eng; /* large: static */
+static uint8_t *snapshot;      /* the whole file, taken before a bad case */
 
 static void engine_start(uint32_t timeout_ms)
 {
-        memset(&eng, 0, sizeof(eng));
-        snprintf(eng.dir, sizeof(eng.dir), "/tmp/tandem-repl-engine-XXXXXX");
-        ck_assert_ptr_nonnull(mkdtemp(eng.dir));
-        snprintf(eng.data_path, sizeof(eng.data_path), "%s/lun.img", eng.dir);
-        snprintf(eng.md_path, sizeof(eng.md_path), "%s/repl-%s.md", eng.dir, NAA);
-        eng.port = free_port();
-
-        struct bs_open_opts opts = {.create_size = LUN_SIZE};
-        struct bs_dev *dev = NULL;
-        ck_assert_int_eq(bs_open(eng.data_path, &opts, &dev), 0);
-        struct tdm_medium *local = NULL;
-        ck_assert_int_eq(bs_medium_create(dev, &local), 0);
-
-        memset(&lun_cfg, 0, sizeof(lun_cfg));
-        struct tdm_lun_cfg *c = &lun_cfg;
-        c->lun = 0;
-        c->block_size = LUN_BS;
-        snprintf(c->path, sizeof(c->path), "%s", eng.data_path);
-        snprintf(c->naa, sizeof(c->naa), "%s", NAA);
-        snprintf(c->serial, sizeof(c->serial), "%s", SERIAL);
-        c->repl.enabled = true;
-        snprintf(c->repl.secret, sizeof(c->repl.secret), "%s", SECRET);
-        c->repl.nodes[0].id = FAKE_NODE;
-        snprintf(c->repl.nodes[0].name, sizeof(c->repl.nodes[0].name), "node1");
-        /* Never dialled (node 1 dials node 2); a distinct endpoint all the same. */
-        snprintf(c->repl.nodes[0].address, sizeof(c->repl.nodes[0].address), "127.0.0.1:%u",
-                 eng.port == 65535 ? 65534u : eng.port + 1u);
-        c->repl.nodes[1].id = ENG_NODE;
-        snprintf(c->repl.nodes[1].name, sizeof(c->repl.nodes[1].name), "node2");
-        snprintf(c->repl.nodes[1].address, sizeof(c->repl.nodes[1].address), "127.0.0.1:%u",
-                 eng.port);
-        c->repl.n_nodes = 2;
-        c->repl.timeout_ms = timeout_ms;
-        c->repl.resync_rate = TDM_DEFAULT_RESYNC_RATE;
-        c->repl.resync_min_rate = TDM_DEFAULT_RESYNC_MIN_RATE;
-        c->repl.split_brain = REPL_SB_DISCONNECT;
-
+        const struct peer_engine_opts o = {.dir_template = "/tmp/tandem-repl-engine-XXXXXX",
+                                           .iqn = IQN,
+                                           .naa = NAA,
+                                           .serial = SERIAL,
+                                           .secret = SECRET,
+                                           .size_bytes = LUN_SIZE,
+                                           .block_size = LUN_BS,
+                                           .timeout_ms = timeout_ms,
+                                           .link_protection = TDM_LINK_PROTECT_AUTHENTICATE};
         char err[256] = "";
-        int rc = repl_lun_create(local, c, IQN, ENG_NODE, eng.dir, &eng.r, err, sizeof(err));
-        ck_assert_msg(rc == 0, "repl_lun_create: %d %s", rc, err);
-        ck_assert_int_eq(repl_lun_start(eng.r), 0);
-        eng.snapshot = malloc(LUN_SIZE);
-        ck_assert_ptr_nonnull(eng.snapshot);
+        int rc = peer_engine_start(&eng, &o, err, sizeof(err));
+        ck_assert_msg(rc == 0, "engine start: %d %s", rc, err);
+        snapshot = malloc(LUN_SIZE);
+        ck_assert_ptr_nonnull(snapshot);
 }
 
 static void engine_stop(void)
 {
-        repl_lun_stop(eng.r);
-        tdm_medium_destroy(repl_lun_medium(eng.r)); /* and this node's medium under it */
-        unlink(eng.data_path);
-        unlink(eng.md_path);
-        rmdir(eng.dir);
-        free(eng.snapshot);
-        eng.snapshot = NULL;
+        peer_engine_stop(&eng);
+        free(snapshot);
+        snapshot = NULL;
 }
 
 static void setup_1s(void)
@@ -158,15 +78,12 @@ static void setup_300ms(void)
 /* The backing file as another reader sees it. */
 static void file_read(uint64_t off, void *buf, size_t len)
 {
-        int fd = open(eng.data_path, O_RDONLY | O_CLOEXEC);
-        ck_assert_int_ge(fd, 0);
-        ck_assert_int_eq(pread(fd, buf, len, (off_t)off), (ssize_t)len);
-        close(fd);
+        ck_assert_int_eq(peer_engine_read(&eng, off, buf, len), 0);
 }
 
 static void file_snapshot(void)
 {
-        file_read(0, eng.snapshot, LUN_SIZE);
+        file_read(0, snapshot, LUN_SIZE);
 }
 
 static void assert_file_unchanged(void)
@@ -175,7 +92,7 @@ static void assert_file_unchanged(void)
         ck_assert_ptr_nonnull(now);
         file_read(0, now, LUN_SIZE);
         size_t i = 0;
-        while (i < LUN_SIZE && now[i] == eng.snapshot[i])
+        while (i < LUN_SIZE && now[i] == snapshot[i])
                 i++;
         free(now);
         ck_assert_msg(i == LUN_SIZE, "the file changed at byte %zu", i);
@@ -204,46 +121,21 @@ static uint8_t *pattern(size_t len, uint8_t seed)
 
 /* ---- the engine's status ---- */
 
-struct status_probe {
-        int n;
-        struct repl_status st;
-};
-
-static void status_cb(void *arg, const struct repl_status *st)
-{
-        struct status_probe *p = arg;
-        if (strcmp(st->iqn, IQN) == 0 && st->lun == 0) {
-                p->n++;
-                p->st = *st;
-        }
-}
-
 static struct repl_status status_now(void)
 {
-        struct status_probe p = {0};
-        repl_for_each_status(status_cb, &p);
-        ck_assert_int_eq(p.n, 1);
-        return p.st;
+        struct repl_status st;
+        ck_assert_int_eq(peer_engine_status(&eng, &st), 0);
+        return st;
 }
 
 /* Polls until conn is `conn` and (if err is set) last_error contains err. */
 static bool wait_status(int conn, const char *err, int timeout_ms, struct repl_status *out)
 {
-        int64_t end = mono_ms() + timeout_ms;
-        for (;;) {
-                struct repl_status st = status_now();
-                if ((conn < 0 || (int)st.conn == conn) && (!err || strstr(st.last_error, err))) {
-                        if (out)
-                                *out = st;
-                        return true;
-                }
-                if (mono_ms() >= end) {
-                        if (out)
-                                *out = st;
-                        return false;
-                }
-                nap_ms(5);
-        }
+        struct repl_status st;
+        bool ok = peer_engine_wait(&eng, conn, err, timeout_ms, &st);
+        if (out)
+                *out = st;
+        return ok;
 }
 
 /* Connected, and the error of the last connection cleared (set just after the state). */
@@ -275,120 +167,57 @@ static void assert_status(int conn, const char *err, int timeout_ms)
 /* ---- the fake peer (node 1) ---- */
 
 struct fake {
-        int data_fd, ctl_fd;
-        /* The link's sealing, keyed by each channel's handshake (as the engine's). */
-        struct frame_seal data_seal, data_open, ctl_seal, ctl_open;
+        struct peer_link l;
         pthread_t ctl_thread;
         bool ctl_running;
-        pthread_mutex_t lock; /* the fields below, and sending on ctl_fd */
+        pthread_mutex_t lock; /* the fields below, and sending on l.ctl_fd */
         pthread_cond_t cond;
         bool answer_pings;
         bool stop;
         bool ctl_closed; /* the engine closed the control channel (or it failed) */
         int ctl_close_rc;
-        uint64_t max_ack;
-        int ack_error;
-        unsigned n_acks, n_pings;
-        bool got_disconnect;
-        char disconnect_reason[256];
-        char unexpected[64]; /* the first control message the fake did not expect */
+        struct peer_ctl_seen seen;
 };
 
 static void fake_init(struct fake *f)
 {
         memset(f, 0, sizeof(*f));
-        f->data_fd = f->ctl_fd = -1;
+        peer_link_init(&f->l);
         f->answer_pings = true;
         pthread_mutex_init(&f->lock, NULL);
         pthread_cond_init(&f->cond, NULL);
 }
 
-/* Connects to the engine (retrying while it is not listening yet). */
-static int dial_engine(void)
-{
-        int64_t end = mono_ms() + WAIT_MS;
-        for (;;) {
-                int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-                ck_assert_int_ge(fd, 0);
-                struct sockaddr_in sa = {.sin_family = AF_INET,
-                                         .sin_port = htons(eng.port),
-                                         .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-                if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
-                        return fd;
-                int e = errno;
-                close(fd);
-                ck_assert_msg(e == ECONNREFUSED && mono_ms() < end, "connect: %s", strerror(e));
-                nap_ms(10);
-        }
-}
-
-struct hs_opts {
-        uint32_t node_id;
-        uint32_t peer_node_id;
-        const char *secret;
-        const char *naa;
-        int protection;
-};
-
-static const struct hs_opts good_hs = {FAKE_NODE, ENG_NODE, SECRET, NAA,
-                                       FRAME_PROTECT_AUTHENTICATE};
+static const struct peer_hs good_hs = {
+    PEER_NODE, ENGINE_NODE, SECRET, NAA, FRAME_PROTECT_AUTHENTICATE, REPL_FEATURE_VERIFY_SHA256};
 
 /*
  * One channel: dial and authenticate. Returns the handshake's result; *fd open on success, and
  * the channel's sealing keyed (seal: ours, open: the engine's frames) when asked for.
  */
-static int fake_channel_sealed(const struct hs_opts *o, int channel, int *fd, char *why,
+static int fake_channel_sealed(const struct peer_hs *o, int channel, int *fd, char *why,
                                size_t whylen, struct frame_seal *seal, struct frame_seal *open)
 {
-        int s = dial_engine();
-        struct repl_hs_local l = {.node_id = o->node_id,
-                                  .peer_node_id = o->peer_node_id,
-                                  .secret = o->secret,
-                                  .lun_naa = o->naa,
-                                  .channel = channel,
-                                  .features = REPL_FEATURE_VERIFY_SHA256,
-                                  .protection = o->protection};
-        struct repl_hs_result res;
-        int rc = repl_handshake(s, &l, &res, FAKE_HS_MS, why, whylen);
-        if (rc < 0) {
-                close(s);
-                return rc;
-        }
-        if (seal) {
-                ck_assert_int_eq(frame_seal_init(seal, &res.tx, res.protection, res.cipher, false),
-                                 0);
-                ck_assert_int_eq(frame_seal_init(open, &res.rx, res.protection, res.cipher, true),
-                                 0);
-        }
-        *fd = s;
-        return 0;
+        return peer_channel_open(eng.port, o, channel, FAKE_HS_MS, fd, why, whylen, seal, open);
 }
 
-static int fake_channel(const struct hs_opts *o, int channel, int *fd, char *why, size_t whylen)
+static int fake_channel(const struct peer_hs *o, int channel, int *fd, char *why, size_t whylen)
 {
         return fake_channel_sealed(o, channel, fd, why, whylen, NULL, NULL);
 }
 
 static void fake_send_state(struct fake *f, uint64_t size_bytes)
 {
-        Tandem__Repl__State m = TANDEM__REPL__STATE__INIT;
-        Tandem__Repl__Generations g = TANDEM__REPL__GENERATIONS__INIT;
-        uint64_t hist[2] = {0, 0};
-        g.current = 4; /* REPL_GEN_JUST_CREATED: with the engine's, BOTH_NEW */
-        g.history = hist;
-        g.n_history = 2;
-        m.size_bytes = size_bytes;
-        m.block_size = LUN_BS;
-        m.lun_naa = (char *)NAA;
-        m.lun_serial = (char *)SERIAL;
-        m.gen = &g;
-        m.role = REPL_ROLE_PRIMARY; /* the fake writes: the engine takes writes from a Primary */
-        m.disk = REPL_DISK_INCONSISTENT;
-        m.node_name = (char *)"node1";
-        m.bitmap_shift = 12;
-        ck_assert_int_eq(repl_send_on(f->ctl_fd, &f->ctl_seal, TANDEM__REPL__MSG_TYPE__MSG_STATE,
-                                      &m.base, NULL, 0, WAIT_MS),
-                         0);
+        const struct peer_state s = {
+            .size_bytes = size_bytes,
+            .block_size = LUN_BS,
+            .naa = NAA,
+            .serial = SERIAL,
+            .node_name = "node1",
+            .gen = {.current = REPL_GEN_JUST_CREATED}, /* with the engine's, BOTH_NEW */
+            .role = REPL_ROLE_PRIMARY, /* the fake writes: the engine takes writes from a Primary */
+            .disk = REPL_DISK_INCONSISTENT};
+        ck_assert_int_eq(peer_send_state(&f->l, &s, WAIT_MS), 0);
 }
 
 /* The engine's State: it comes first on the control channel, and describes the LUN. */
@@ -396,16 +225,15 @@ static void fake_recv_engine_state(struct fake *f)
 {
         struct repl_rx rx;
         const char *why = NULL;
-        int rc = repl_recv_on(f->ctl_fd, &f->ctl_open, &rx, WAIT_MS, &why);
+        int rc = peer_recv_state(&f->l, &rx, WAIT_MS, &why);
         ck_assert_msg(rc == 0, "engine state: %d %s", rc, why ? why : "");
-        ck_assert_int_eq(rx.f.type, TANDEM__REPL__MSG_TYPE__MSG_STATE);
         const Tandem__Repl__State *s = (const Tandem__Repl__State *)rx.msg;
         ck_assert_uint_eq(s->size_bytes, LUN_SIZE);
         ck_assert_uint_eq(s->block_size, LUN_BS);
         ck_assert_str_eq(s->lun_naa, NAA);
         ck_assert_uint_eq(s->role, REPL_ROLE_SECONDARY);
         ck_assert_ptr_nonnull(s->gen);
-        ck_assert_uint_eq(s->gen->current, 4);
+        ck_assert_uint_eq(s->gen->current, REPL_GEN_JUST_CREATED);
         repl_rx_free(&rx);
 }
 
@@ -420,7 +248,7 @@ static void *fake_ctl_main(void *arg)
                         break;
                 struct repl_rx rx;
                 const char *why = NULL;
-                int rc = repl_recv_on(f->ctl_fd, &f->ctl_open, &rx, 50, &why);
+                int rc = repl_recv_on(f->l.ctl_fd, &f->l.ctl_open, &rx, 50, &why);
                 if (rc == -ETIMEDOUT)
                         continue;
                 pthread_mutex_lock(&f->lock);
@@ -431,36 +259,7 @@ static void *fake_ctl_main(void *arg)
                         pthread_mutex_unlock(&f->lock);
                         break;
                 }
-                switch (rx.f.type) {
-                case TANDEM__REPL__MSG_TYPE__MSG_PING:
-                        f->n_pings++;
-                        if (f->answer_pings)
-                                (void)repl_send_on(f->ctl_fd, &f->ctl_seal,
-                                                   TANDEM__REPL__MSG_TYPE__MSG_PING_ACK, rx.msg,
-                                                   NULL, 0, WAIT_MS);
-                        break;
-                case TANDEM__REPL__MSG_TYPE__MSG_ACK: {
-                        const Tandem__Repl__Ack *a = (const Tandem__Repl__Ack *)rx.msg;
-                        f->n_acks++;
-                        if (a->seq > f->max_ack)
-                                f->max_ack = a->seq;
-                        if (a->error && !f->ack_error)
-                                f->ack_error = a->error;
-                        break;
-                }
-                case TANDEM__REPL__MSG_TYPE__MSG_DISCONNECT: {
-                        const Tandem__Repl__Disconnect *d =
-                            (const Tandem__Repl__Disconnect *)rx.msg;
-                        f->got_disconnect = true;
-                        snprintf(f->disconnect_reason, sizeof(f->disconnect_reason), "%s",
-                                 d->reason ? d->reason : "");
-                        break;
-                }
-                default:
-                        if (!f->unexpected[0])
-                                snprintf(f->unexpected, sizeof(f->unexpected), "%s",
-                                         repl_msg_name(rx.f.type));
-                }
+                (void)peer_ctl_take(&f->l, &f->seen, &rx, f->answer_pings, WAIT_MS);
                 pthread_cond_broadcast(&f->cond);
                 pthread_mutex_unlock(&f->lock);
                 repl_rx_free(&rx);
@@ -474,21 +273,9 @@ static void *fake_ctl_main(void *arg)
  */
 static void fake_ack_engine_identity(struct fake *f)
 {
-        struct repl_rx rx;
         const char *why = NULL;
-        int rc = repl_recv_on(f->data_fd, &f->data_open, &rx, WAIT_MS, &why);
+        int rc = peer_ack_engine_identity(&f->l, NAA, WAIT_MS, &why);
         ck_assert_msg(rc == 0, "engine identity: %d %s", rc, why ? why : "");
-        ck_assert_int_eq(rx.f.type, TANDEM__REPL__MSG_TYPE__MSG_SCSI_STATE);
-        const Tandem__Repl__ScsiState *s = (const Tandem__Repl__ScsiState *)rx.msg;
-        ck_assert_uint_eq(s->seq, 1);
-        ck_assert_str_eq(s->lun_naa, NAA);
-        ck_assert_uint_eq(s->role, REPL_ROLE_SECONDARY);
-        repl_rx_free(&rx);
-        Tandem__Repl__Ack a = TANDEM__REPL__ACK__INIT;
-        a.seq = 1;
-        ck_assert_int_eq(repl_send_on(f->ctl_fd, &f->ctl_seal, TANDEM__REPL__MSG_TYPE__MSG_ACK,
-                                      &a.base, NULL, 0, WAIT_MS),
-                         0);
 }
 
 /* Both channels, both states, then the control channel served by a thread. */
@@ -496,11 +283,11 @@ static void fake_connect(struct fake *f)
 {
         fake_init(f);
         char why[256] = "";
-        int rc = fake_channel_sealed(&good_hs, DATA, &f->data_fd, why, sizeof(why), &f->data_seal,
-                                     &f->data_open);
+        int rc = fake_channel_sealed(&good_hs, DATA, &f->l.data_fd, why, sizeof(why),
+                                     &f->l.data_seal, &f->l.data_open);
         ck_assert_msg(rc == 0, "data handshake: %d %s", rc, why);
-        rc = fake_channel_sealed(&good_hs, CONTROL, &f->ctl_fd, why, sizeof(why), &f->ctl_seal,
-                                 &f->ctl_open);
+        rc = fake_channel_sealed(&good_hs, CONTROL, &f->l.ctl_fd, why, sizeof(why), &f->l.ctl_seal,
+                                 &f->l.ctl_open);
         ck_assert_msg(rc == 0, "control handshake: %d %s", rc, why);
         fake_recv_engine_state(f);
         fake_send_state(f, LUN_SIZE);
@@ -517,15 +304,7 @@ static void fake_close(struct fake *f)
         if (f->ctl_running)
                 pthread_join(f->ctl_thread, NULL);
         f->ctl_running = false;
-        if (f->data_fd >= 0)
-                close(f->data_fd);
-        if (f->ctl_fd >= 0)
-                close(f->ctl_fd);
-        f->data_fd = f->ctl_fd = -1;
-        frame_seal_fini(&f->data_seal);
-        frame_seal_fini(&f->data_open);
-        frame_seal_fini(&f->ctl_seal);
-        frame_seal_fini(&f->ctl_open);
+        peer_link_close(&f->l);
         pthread_mutex_destroy(&f->lock);
         pthread_cond_destroy(&f->cond);
 }
@@ -542,12 +321,12 @@ static bool fake_wait_ack(struct fake *f, uint64_t seq, int timeout_ms)
 {
         int64_t end = mono_ms() + timeout_ms;
         pthread_mutex_lock(&f->lock);
-        while (f->max_ack < seq && !f->ctl_closed && mono_ms() < end) {
+        while (f->seen.max_ack < seq && !f->ctl_closed && mono_ms() < end) {
                 pthread_mutex_unlock(&f->lock);
                 nap_ms(2);
                 pthread_mutex_lock(&f->lock);
         }
-        bool ok = f->max_ack >= seq;
+        bool ok = f->seen.max_ack >= seq;
         pthread_mutex_unlock(&f->lock);
         return ok;
 }
@@ -579,22 +358,12 @@ static bool fake_wait_closed(struct fake *f, int timeout_ms)
 static int fake_send_write(struct fake *f, uint64_t seq, uint64_t off, uint32_t len, uint32_t kind,
                            const void *payload, size_t payload_len)
 {
-        Tandem__Repl__Write m = TANDEM__REPL__WRITE__INIT;
-        m.seq = seq;
-        m.offset = off;
-        m.length = len;
-        m.kind = kind;
-        struct iovec iov = {.iov_base = (void *)payload, .iov_len = payload_len};
-        return repl_send_on(f->data_fd, &f->data_seal, TANDEM__REPL__MSG_TYPE__MSG_WRITE, &m.base,
-                            payload_len ? &iov : NULL, payload_len ? 1 : 0, WAIT_MS);
+        return peer_send_write(&f->l, seq, off, len, kind, payload, payload_len, WAIT_MS);
 }
 
 static int fake_send_flush(struct fake *f, uint64_t seq)
 {
-        Tandem__Repl__Flush m = TANDEM__REPL__FLUSH__INIT;
-        m.seq = seq;
-        return repl_send_on(f->data_fd, &f->data_seal, TANDEM__REPL__MSG_TYPE__MSG_FLUSH, &m.base,
-                            NULL, 0, WAIT_MS);
+        return peer_send_flush(&f->l, seq, WAIT_MS);
 }
 
 /* After a bad input: the engine hangs up on us with a reason, and listens again. */
@@ -622,8 +391,8 @@ static void good_roundtrip(uint64_t off, uint8_t seed, int connect_ms)
         ck_assert_int_eq(fake_send_write(&f, 1, off, BLK, REPL_IO_WRITE, p, BLK), 0);
         ck_assert_int_eq(fake_send_flush(&f, 2), 0);
         ck_assert_msg(fake_wait_ack(&f, 2, WAIT_MS), "no ack for seq 2 (max %llu, closed %d)",
-                      (unsigned long long)fake_seen(&f).max_ack, fake_seen(&f).ctl_closed);
-        ck_assert_int_eq(fake_seen(&f).ack_error, 0);
+                      (unsigned long long)fake_seen(&f).seen.max_ack, fake_seen(&f).ctl_closed);
+        ck_assert_int_eq(fake_seen(&f).seen.ack_error, 0);
         uint8_t got[BLK];
         file_read(off, got, BLK);
         ck_assert_msg(memcmp(got, p, BLK) == 0, "the file does not hold the replicated write");
@@ -642,15 +411,15 @@ START_TEST(test_write_flush_ack)
         struct repl_status st = status_now();
         ck_assert_uint_eq(st.size_bytes, LUN_SIZE);
         ck_assert_int_eq(st.role, REPL_ROLE_SECONDARY);
-        ck_assert_uint_eq(st.peer_node_id, FAKE_NODE);
+        ck_assert_uint_eq(st.peer_node_id, PEER_NODE);
 
         uint8_t *p = pattern(BLK, 0x31);
         ck_assert_int_eq(fake_send_write(&f, 1, 4096, BLK, REPL_IO_WRITE, p, BLK), 0);
         ck_assert_int_eq(fake_send_flush(&f, 2), 0);
         ck_assert_msg(fake_wait_ack(&f, 2, WAIT_MS), "no ack for seq 2 (max %llu)",
-                      (unsigned long long)fake_seen(&f).max_ack);
-        ck_assert_int_eq(fake_seen(&f).ack_error, 0);
-        ck_assert_uint_le(fake_seen(&f).max_ack, 2); /* nothing acked that was never sent */
+                      (unsigned long long)fake_seen(&f).seen.max_ack);
+        ck_assert_int_eq(fake_seen(&f).seen.ack_error, 0);
+        ck_assert_uint_le(fake_seen(&f).seen.max_ack, 2); /* nothing acked that was never sent */
 
         uint8_t got[BLK];
         file_read(4096, got, BLK);
@@ -663,7 +432,7 @@ START_TEST(test_write_flush_ack)
         ck_assert_int_eq(fake_send_write(&f, 4, 5120, 1024, REPL_IO_UNMAP, NULL, 0), 0);
         ck_assert_int_eq(fake_send_flush(&f, 5), 0);
         ck_assert(fake_wait_ack(&f, 5, WAIT_MS));
-        ck_assert_int_eq(fake_seen(&f).ack_error, 0);
+        ck_assert_int_eq(fake_seen(&f).seen.ack_error, 0);
         file_read(4096, got, BLK);
         for (size_t i = 0; i < 2048; i++)
                 ck_assert_msg(got[i] == 0, "byte %zu not zeroed", i);
@@ -681,8 +450,8 @@ START_TEST(test_write_flush_ack)
                                  0);
         ck_assert_int_eq(fake_send_flush(&f, 107), 0);
         ck_assert_msg(fake_wait_ack(&f, 107, WAIT_MS), "no ack for seq 107 (max %llu)",
-                      (unsigned long long)fake_seen(&f).max_ack);
-        ck_assert_int_eq(fake_seen(&f).ack_error, 0);
+                      (unsigned long long)fake_seen(&f).seen.max_ack);
+        ck_assert_int_eq(fake_seen(&f).seen.ack_error, 0);
         uint8_t *back = malloc(1u << 20);
         ck_assert_ptr_nonnull(back);
         file_read(2u << 20, back, 1u << 20);
@@ -698,7 +467,7 @@ START_TEST(test_write_flush_ack)
         ck_assert_int_eq(status_now().conn, REPL_CONN_CONNECTED);
         struct fake seen = fake_seen(&f);
         ck_assert(!seen.ctl_closed);
-        ck_assert_str_eq(seen.unexpected, "");
+        ck_assert_str_eq(seen.seen.unexpected, "");
         fake_close(&f);
         assert_status(REPL_CONN_CONNECTING, "disconnected", WAIT_MS);
 }
@@ -715,7 +484,7 @@ START_TEST(test_out_of_order_seq)
         uint8_t *p = pattern(BLK, 0x52);
         ck_assert_int_eq(fake_send_write(&f, 5, 4096, BLK, REPL_IO_WRITE, p, BLK), 0);
         expect_dropped(&f, "out-of-order");
-        ck_assert_uint_eq(f.max_ack, 0);
+        ck_assert_uint_eq(f.seen.max_ack, 0);
         assert_file_unchanged();
         assert_range_zero(4096, BLK);
 
@@ -775,7 +544,7 @@ START_TEST(test_malformed_writes)
                 bool ok = wait_status(REPL_CONN_CONNECTING, "malformed", WAIT_MS, &st);
                 ck_assert_msg(ok, "%s: conn %s last_error \"%s\"", c->what, repl_conn_name(st.conn),
                               st.last_error);
-                ck_assert_msg(f.max_ack == 0, "%s: acknowledged", c->what);
+                ck_assert_msg(f.seen.max_ack == 0, "%s: acknowledged", c->what);
                 fake_close(&f);
                 assert_file_unchanged();
         }
@@ -805,8 +574,7 @@ static void write_with_state_msg(Tandem__Repl__Write *m, uint64_t seq, uint64_t 
 /* The engine's copy of a state record, as a string ("" when it has none). */
 static void engine_state(unsigned id, char *buf, size_t cap)
 {
-        size_t n = tdm_medium_state_get(repl_lun_medium(eng.r), id, buf, cap - 1, NULL);
-        buf[n < cap ? n : cap - 1] = '\0';
+        peer_engine_record(&eng, id, buf, cap);
 }
 
 /* A malformed write with a state record: dropped, neither the data nor the record stored. */
@@ -823,13 +591,13 @@ static void write_with_state_refused(uint32_t kind, uint32_t state_id, const cha
         uint8_t *p = pattern(BLK, 0x48);
         struct iovec iov = {.iov_base = p, .iov_len = BLK};
         bool data = kind == REPL_IO_WRITE;
-        int rc = repl_send_on(f.data_fd, &f.data_seal, TANDEM__REPL__MSG_TYPE__MSG_WRITE, &m.base,
-                              data ? &iov : NULL, data ? 1 : 0, WAIT_MS);
+        int rc = repl_send_on(f.l.data_fd, &f.l.data_seal, TANDEM__REPL__MSG_TYPE__MSG_WRITE,
+                              &m.base, data ? &iov : NULL, data ? 1 : 0, WAIT_MS);
         ck_assert_msg(rc == 0 || rc == -ECONNRESET, "%s: send %d", what, rc);
         ck_assert_msg(fake_wait_closed(&f, WAIT_MS), "%s: not dropped", what);
         ck_assert_msg(wait_status(REPL_CONN_CONNECTING, "malformed", WAIT_MS, NULL),
                       "%s: last_error \"%s\"", what, status_now().last_error);
-        ck_assert_msg(f.max_ack == 0, "%s: acknowledged", what);
+        ck_assert_msg(f.seen.max_ack == 0, "%s: acknowledged", what);
         fake_close(&f);
         assert_file_unchanged();
         engine_state(CAW_STATE_ID, after, sizeof(after));
@@ -847,12 +615,12 @@ START_TEST(test_write_with_state)
         Tandem__Repl__Write m;
         write_with_state_msg(&m, 1, 8192, REPL_IO_WRITE, CAW_STATE_ID, "caw table one");
         struct iovec iov = {.iov_base = p, .iov_len = BLK};
-        ck_assert_int_eq(repl_send_on(f.data_fd, &f.data_seal, TANDEM__REPL__MSG_TYPE__MSG_WRITE,
-                                      &m.base, &iov, 1, WAIT_MS),
+        ck_assert_int_eq(repl_send_on(f.l.data_fd, &f.l.data_seal,
+                                      TANDEM__REPL__MSG_TYPE__MSG_WRITE, &m.base, &iov, 1, WAIT_MS),
                          0);
         ck_assert_int_eq(fake_send_flush(&f, 2), 0);
         ck_assert_msg(fake_wait_ack(&f, 2, WAIT_MS), "no ack for seq 2");
-        ck_assert_int_eq(fake_seen(&f).ack_error, 0);
+        ck_assert_int_eq(fake_seen(&f).seen.ack_error, 0);
         uint8_t got[BLK];
         file_read(8192, got, BLK);
         ck_assert(memcmp(got, p, BLK) == 0);
@@ -874,11 +642,8 @@ START_TEST(test_write_with_state)
         repl_frame_encode(frame, TANDEM__REPL__MSG_TYPE__MSG_WRITE, (uint32_t)msg_len, BLK);
         protobuf_c_message_pack(&m.base, frame + REPL_FRAME_HDR_LEN);
         memcpy(frame + REPL_FRAME_HDR_LEN + msg_len, q, BLK);
-        struct iovec body = {frame + REPL_FRAME_HDR_LEN, msg_len + BLK};
-        ck_assert_int_eq(frame_seal(&f.data_seal, frame, REPL_FRAME_HDR_LEN, &body, &body, 1,
-                                    frame + frame_len - FRAME_TAG_LEN),
-                         0);
-        ck_assert_int_eq(repl_write_full(f.data_fd, frame, frame_len - BLK / 2, WAIT_MS), 0);
+        ck_assert_int_eq(peer_seal_frame(&f.l.data_seal, frame, frame_len - FRAME_TAG_LEN), 0);
+        ck_assert_int_eq(repl_write_full(f.l.data_fd, frame, frame_len - BLK / 2, WAIT_MS), 0);
         fake_close(&f);
         ck_assert(wait_status(REPL_CONN_CONNECTING, NULL, WAIT_MS, NULL));
         nap_ms(50);
@@ -907,7 +672,7 @@ static void send_raw_and_expect_drop(enum raw_channel ch, const void *bytes, siz
         struct fake f;
         fake_connect(&f);
         assert_status(REPL_CONN_CONNECTED, NULL, WAIT_MS);
-        int fd = ch == RAW_DATA ? f.data_fd : f.ctl_fd;
+        int fd = ch == RAW_DATA ? f.l.data_fd : f.l.ctl_fd;
         if (ch == RAW_CTL)
                 pthread_mutex_lock(&f.lock); /* no ping answer in the middle of it */
         int rc = repl_write_full(fd, bytes, len, WAIT_MS);
@@ -933,10 +698,8 @@ static void send_sealed_raw_and_expect_drop(const uint8_t *bytes, size_t len, co
         uint8_t frame[256];
         ck_assert_uint_le(len + FRAME_TAG_LEN, sizeof(frame));
         memcpy(frame, bytes, len);
-        struct iovec body = {frame + REPL_FRAME_HDR_LEN, len - REPL_FRAME_HDR_LEN};
-        ck_assert_int_eq(
-            frame_seal(&f.data_seal, frame, REPL_FRAME_HDR_LEN, &body, &body, 1, frame + len), 0);
-        ck_assert_int_eq(repl_write_full(f.data_fd, frame, len + FRAME_TAG_LEN, WAIT_MS), 0);
+        ck_assert_int_eq(peer_seal_frame(&f.l.data_seal, frame, len), 0);
+        ck_assert_int_eq(repl_write_full(f.l.data_fd, frame, len + FRAME_TAG_LEN, WAIT_MS), 0);
         ck_assert_msg(fake_wait_closed(&f, WAIT_MS), "not dropped after %s", reason);
         struct repl_status st;
         bool ok = wait_status(REPL_CONN_CONNECTING, reason, WAIT_MS, &st);
@@ -1012,8 +775,8 @@ START_TEST(test_bad_frames)
         repl_frame_encode(frame, TANDEM__REPL__MSG_TYPE__MSG_WRITE, (uint32_t)mlen, BLK);
         memset(frame + REPL_FRAME_HDR_LEN + mlen, 0xab, 1000);
         ck_assert_int_eq(
-            repl_write_full(f.data_fd, frame, REPL_FRAME_HDR_LEN + mlen + 1000, WAIT_MS), 0);
-        shutdown(f.data_fd, SHUT_WR);
+            repl_write_full(f.l.data_fd, frame, REPL_FRAME_HDR_LEN + mlen + 1000, WAIT_MS), 0);
+        shutdown(f.l.data_fd, SHUT_WR);
         expect_dropped(&f, "data channel closed");
         assert_file_unchanged();
 
@@ -1023,7 +786,7 @@ START_TEST(test_bad_frames)
         assert_status(REPL_CONN_CONNECTED, NULL, WAIT_MS);
         Tandem__Repl__Ping ping = TANDEM__REPL__PING__INIT;
         ping.token = 1;
-        ck_assert_int_eq(repl_send_on(f.data_fd, &f.data_seal, TANDEM__REPL__MSG_TYPE__MSG_PING,
+        ck_assert_int_eq(repl_send_on(f.l.data_fd, &f.l.data_seal, TANDEM__REPL__MSG_TYPE__MSG_PING,
                                       &ping.base, NULL, 0, WAIT_MS),
                          0);
         ck_assert(fake_wait_closed(&f, WAIT_MS));
@@ -1038,7 +801,7 @@ START_TEST(test_bad_frames)
         Tandem__Repl__Flush fl = TANDEM__REPL__FLUSH__INIT;
         fl.seq = 1;
         pthread_mutex_lock(&f.lock);
-        ck_assert_int_eq(repl_send_on(f.ctl_fd, &f.ctl_seal, TANDEM__REPL__MSG_TYPE__MSG_FLUSH,
+        ck_assert_int_eq(repl_send_on(f.l.ctl_fd, &f.l.ctl_seal, TANDEM__REPL__MSG_TYPE__MSG_FLUSH,
                                       &fl.base, NULL, 0, WAIT_MS),
                          0);
         pthread_mutex_unlock(&f.lock);
@@ -1057,7 +820,7 @@ START_TEST(test_handshake_refusals)
         int fd = -1, rc;
 
         /* A wrong secret: both ends see the HMAC mismatch; the engine says so. */
-        struct hs_opts o = good_hs;
+        struct peer_hs o = good_hs;
         o.secret = "not the shared secret";
         rc = fake_channel(&o, DATA, &fd, why, sizeof(why));
         ck_assert_msg(rc == -EACCES, "handshake %d (%s)", rc, why);
@@ -1131,11 +894,11 @@ START_TEST(test_size_mismatch)
         struct fake f;
         fake_init(&f);
         char why[256] = "";
-        ck_assert_int_eq(fake_channel_sealed(&good_hs, DATA, &f.data_fd, why, sizeof(why),
-                                             &f.data_seal, &f.data_open),
+        ck_assert_int_eq(fake_channel_sealed(&good_hs, DATA, &f.l.data_fd, why, sizeof(why),
+                                             &f.l.data_seal, &f.l.data_open),
                          0);
-        ck_assert_int_eq(fake_channel_sealed(&good_hs, CONTROL, &f.ctl_fd, why, sizeof(why),
-                                             &f.ctl_seal, &f.ctl_open),
+        ck_assert_int_eq(fake_channel_sealed(&good_hs, CONTROL, &f.l.ctl_fd, why, sizeof(why),
+                                             &f.l.ctl_seal, &f.l.ctl_open),
                          0);
         fake_recv_engine_state(&f);
         fake_send_state(&f, LUN_SIZE * 2ull);
@@ -1143,7 +906,7 @@ START_TEST(test_size_mismatch)
         /* The engine says why, then hangs up, without ever being Connected. */
         struct repl_rx rx;
         const char *rwhy = NULL;
-        int rc = repl_recv_on(f.ctl_fd, &f.ctl_open, &rx, WAIT_MS, &rwhy);
+        int rc = repl_recv_on(f.l.ctl_fd, &f.l.ctl_open, &rx, WAIT_MS, &rwhy);
         ck_assert_msg(rc == 0, "recv: %d %s", rc, rwhy ? rwhy : "");
         ck_assert_int_eq(rx.f.type, TANDEM__REPL__MSG_TYPE__MSG_DISCONNECT);
         const Tandem__Repl__Disconnect *d = (const Tandem__Repl__Disconnect *)rx.msg;
@@ -1151,8 +914,8 @@ START_TEST(test_size_mismatch)
                       d->reason ? d->reason : "");
         repl_rx_free(&rx);
         uint8_t b;
-        ck_assert_int_eq(repl_read_full(f.ctl_fd, &b, 1, WAIT_MS), -ECONNRESET);
-        ck_assert_int_eq(repl_read_full(f.data_fd, &b, 1, WAIT_MS), -ECONNRESET);
+        ck_assert_int_eq(repl_read_full(f.l.ctl_fd, &b, 1, WAIT_MS), -ECONNRESET);
+        ck_assert_int_eq(repl_read_full(f.l.data_fd, &b, 1, WAIT_MS), -ECONNRESET);
 
         struct repl_status st;
         ck_assert(wait_status(-1, "size mismatch", WAIT_MS, &st));
@@ -1170,9 +933,9 @@ START_TEST(test_size_mismatch)
         uint8_t *p = pattern(BLK, 0x47);
         (void)fake_send_write(&f, 1, 4096, BLK, REPL_IO_WRITE, p, BLK);
         free(p);
-        close(f.data_fd);
-        close(f.ctl_fd);
-        f.data_fd = f.ctl_fd = -1;
+        close(f.l.data_fd);
+        close(f.l.ctl_fd);
+        f.l.data_fd = f.l.ctl_fd = -1;
         fake_close(&f);
         assert_file_unchanged();
 
@@ -1197,7 +960,7 @@ START_TEST(test_silent_peer)
         ck_assert_msg(st.conn == REPL_CONN_CONNECTED, "conn %s last_error \"%s\"",
                       repl_conn_name(st.conn), st.last_error);
         pthread_mutex_lock(&f.lock);
-        ck_assert_uint_ge(f.n_pings, 3); /* every timeout/4 */
+        ck_assert_uint_ge(f.seen.n_pings, 3); /* every timeout/4 */
         ck_assert(!f.ctl_closed);
         pthread_mutex_unlock(&f.lock);
 
@@ -1245,14 +1008,14 @@ static const char *bad_garbage(void)
         fake_connect(&f);
         uint8_t junk[32];
         memset(junk, 0x5c, sizeof(junk));
-        ck_assert_int_eq(repl_write_full(f.data_fd, junk, sizeof(junk), WAIT_MS), 0);
+        ck_assert_int_eq(repl_write_full(f.l.data_fd, junk, sizeof(junk), WAIT_MS), 0);
         expect_dropped(&f, "bad magic");
         return "bad magic";
 }
 
 static const char *bad_secret(void)
 {
-        struct hs_opts o = good_hs;
+        struct peer_hs o = good_hs;
         o.secret = "not the shared secret";
         char why[256];
         int fd;
@@ -1262,7 +1025,7 @@ static const char *bad_secret(void)
 
 static const char *bad_node(void)
 {
-        struct hs_opts o = good_hs;
+        struct peer_hs o = good_hs;
         o.node_id = 7;
         char why[256];
         int fd;
