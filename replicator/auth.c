@@ -119,15 +119,6 @@ __attribute__((format(printf, 3, 4))) static int fail(struct hs *hs, int err, co
         return err;
 }
 
-/* Copies text the peer chose into a log-safe form: printable ASCII, bounded. */
-static void sanitize(char *dst, size_t dstlen, const char *src)
-{
-        size_t i = 0;
-        for (; src && src[i] && i + 1 < dstlen; i++)
-                dst[i] = (src[i] >= 0x20 && src[i] < 0x7f) ? src[i] : '?';
-        dst[i] = '\0';
-}
-
 static const char *channel_name(int channel)
 {
         switch (channel) {
@@ -206,13 +197,13 @@ static int recv_expect(struct hs *hs, uint8_t want, struct repl_rx *rx)
         if (type == TANDEM__REPL__MSG_TYPE__MSG_AUTH_RESULT) {
                 const Tandem__Repl__AuthResult *ar = (const void *)rx->msg;
                 if (!ar->ok) {
-                        sanitize(text, sizeof(text), ar->reason);
+                        repl_peer_text(text, sizeof(text), ar->reason);
                         r = fail(hs, refusal_errno(text), "peer refused: %s", text);
                         goto out;
                 }
         } else if (type == TANDEM__REPL__MSG_TYPE__MSG_DISCONNECT) {
                 const Tandem__Repl__Disconnect *dc = (const void *)rx->msg;
-                sanitize(text, sizeof(text), dc->reason);
+                repl_peer_text(text, sizeof(text), dc->reason);
                 r = fail(hs, -ECONNRESET, "peer disconnected: %s", text);
                 goto out;
         }
@@ -291,7 +282,7 @@ static int check_hello(struct hs *hs, const Tandem__Repl__Hello *h)
                             h->node_id, h->peer_node_id, l->node_id);
         if (strcasecmp(h->lun_naa, l->lun_naa)) {
                 char naa[NAA_HEX_LEN + 8];
-                sanitize(naa, sizeof(naa), h->lun_naa);
+                repl_peer_text(naa, sizeof(naa), h->lun_naa);
                 return fail(hs, -ESRCH, "different LUN: node %u has naa %s, we have naa %s",
                             h->node_id, naa, l->lun_naa);
         }

@@ -130,6 +130,8 @@ static int apply_change(struct repl_lun *r, uint32_t kind, const void *buf, uint
 static int apply_resync(struct repl_lun *r, struct rx_state *st, uint32_t kind, const void *buf,
                         uint64_t off, uint64_t len)
 {
+        if (len == 0)
+                return 0; /* nothing to write (a backstore would call a 0-byte write ENOSPC) */
         /* The source persisted the union of both bitmaps before its first resync data: ours
          * would only make a resumed resync send everything again. */
         if (!st->bits_handed_over) {
@@ -585,8 +587,9 @@ static int on_ctl_message(struct repl_lun *r, struct repl_rx *rx)
                 return 0;
         case TANDEM__REPL__MSG_TYPE__MSG_DISCONNECT: {
                 const Tandem__Repl__Disconnect *m = (const Tandem__Repl__Disconnect *)rx->msg;
-                char why[300];
-                snprintf(why, sizeof(why), "peer closed: %s", m->reason ? m->reason : "");
+                char reason[256], why[300];
+                repl_peer_text(reason, sizeof(reason), m->reason);
+                snprintf(why, sizeof(why), "peer closed: %s", reason);
                 repl_disconnect(r, why);
                 return -ECONNRESET;
         }

@@ -150,6 +150,8 @@ static int seal_req(struct send_seal *ss, struct repl_req *req, const void **pay
         *payload = req->payload;
         if (ss->tx->mode != FRAME_PROTECT_ENCRYPT)
                 return frame_seal(ss->tx, req->head, REPL_FRAME_HDR_LEN, in, NULL, 2, tag);
+        if (req->payload_len == 0) /* the message alone, in place; the arena may not exist yet */
+                return frame_seal(ss->tx, req->head, REPL_FRAME_HDR_LEN, in, in, 2, tag);
         if (ss->cap - ss->used < req->payload_len) {
                 if (!first)
                         return -ENOSPC;

@@ -96,6 +96,16 @@ uint64_t *repl_msg_seq(uint8_t type, void *msg)
         return f ? (uint64_t *)((char *)msg + f->offset) : NULL;
 }
 
+void repl_peer_text(char *dst, size_t dstlen, const char *src)
+{
+        if (dstlen == 0)
+                return;
+        size_t i = 0;
+        for (; src && src[i] && i + 1 < dstlen; i++)
+                dst[i] = (src[i] >= 0x20 && src[i] < 0x7f) ? src[i] : '?';
+        dst[i] = '\0';
+}
+
 const char *repl_msg_name(uint8_t type)
 {
         if (!repl_msg_descriptor(type))

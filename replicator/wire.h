@@ -108,6 +108,9 @@ void repl_rx_free(struct repl_rx *rx);
 
 const ProtobufCMessageDescriptor *repl_msg_descriptor(uint8_t type); /* NULL for unknown */
 const char *repl_msg_name(uint8_t type); /* "HELLO", "PING_ACK", ...; "UNKNOWN" */
+/* Copies text the peer chose (a reason, a name) into a log-safe form: printable ASCII, '?' for
+ * anything else, cut to dstlen - 1 bytes. */
+void repl_peer_text(char *dst, size_t dstlen, const char *src);
 /* The seq member of a data-channel message (decoded msg of that type); NULL for the others. */
 uint64_t *repl_msg_seq(uint8_t type, void *msg);
 

@@ -489,6 +489,12 @@ def repl_apply_seeds():
         "bad-ack": bytes([0]) + write + aop("ACK", b"\x09\x00"),
         "bad-ping-on-data": bytes([0]) + aop("PING", b"\x00" + u64(1), how=SKEW),
         "peer-leaves": bytes([A_NO_PROBE | A_DISCONNECT]) + write + write,
+        # What the target found (fixed since): resync data of length 0 (a Secondary left the
+        # pair), a Disconnect reason with control bytes (into last_error as it came), the
+        # first frame sealed on an "encrypt" link (a null arena offset).
+        "found-resync-zero-length": bytes.fromhex("03054300000000000000f908000000"),
+        "found-peer-reason": bytes.fromhex("080000080f00000800310408000800310b0101efcdab9078563492040000007573655f646572697661740000000069766c656e"),
+        "found-encrypt-first-frame": bytes.fromhex("01e401"),
     }
 
 
