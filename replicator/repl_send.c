@@ -16,8 +16,9 @@
 #include "tandem/log.h"
 #include "wire.h"
 
-#define SEND_BATCH_IOV 192            /* frames go three iovecs each: head, payload, tag */
-#define SEND_ARENA     (1024u * 1024) /* "encrypt": ciphertext of the payloads of one writev */
+#define SEND_BATCH_FRAMES 64                      /* frames per writev: a tag each when sealed */
+#define SEND_BATCH_IOV    (3 * SEND_BATCH_FRAMES) /* head, payload (if any), tag */
+#define SEND_ARENA        (1024u * 1024) /* "encrypt": ciphertext of the payloads of one writev */
 
 /* The sender's sealing (frame_seal.h): the data channel's sending side and its arena. */
 struct send_seal {
@@ -178,17 +179,18 @@ static int seal_req(struct send_seal *ss, struct repl_req *req, const void **pay
 static int write_frames(int fd, struct send_seal *ss, struct repl_req **listp, unsigned timeout_ms)
 {
         struct iovec iov[SEND_BATCH_IOV];
-        uint8_t tags[SEND_BATCH_IOV / 3][FRAME_TAG_LEN];
+        uint8_t tags[SEND_BATCH_FRAMES][FRAME_TAG_LEN];
         struct repl_req *list = *listp;
         bool sealed = ss->tx != NULL;
         while (list) {
-                int n = 0, f = 0;
+                int n = 0, frames = 0;
                 struct repl_req *end = list;
                 ss->used = 0;
-                while (end && n + 3 <= SEND_BATCH_IOV) {
+                /* Counted in frames, not iovecs: frames without a payload take two. */
+                while (end && frames < SEND_BATCH_FRAMES) {
                         const void *payload = end->payload;
                         if (sealed) {
-                                int rc = seal_req(ss, end, &payload, tags[f], end == list);
+                                int rc = seal_req(ss, end, &payload, tags[frames], end == list);
                                 if (rc == -ENOSPC)
                                         break;
                                 if (rc < 0) {
@@ -201,8 +203,9 @@ static int write_frames(int fd, struct send_seal *ss, struct repl_req **listp, u
                                 iov[n++] = (struct iovec){.iov_base = (void *)payload,
                                                           .iov_len = end->payload_len};
                         if (sealed)
-                                iov[n++] =
-                                    (struct iovec){.iov_base = tags[f++], .iov_len = FRAME_TAG_LEN};
+                                iov[n++] = (struct iovec){.iov_base = tags[frames],
+                                                          .iov_len = FRAME_TAG_LEN};
+                        frames++;
                         end = end->out_next;
                 }
                 int rc = repl_writev_full(fd, iov, (size_t)n, (int)timeout_ms);
