@@ -90,16 +90,20 @@ static void peer_reset_record(const void *rec, size_t len)
         scsi_lun_state_changed(h.lun, SCSI_STATE_RESET);
 }
 
+/* Both halves of a LUN RESET from nx (the loop's, then the pool's); the record after it. */
+static uint64_t reset_from(struct scsi_nexus *nx)
+{
+        ck_assert(scsi_nexus_lun_reset(nx, h.lun));
+        scsi_lun_store_reset(h.lun);
+        return reset_record();
+}
+
 /* The serving node counts each reset in the record it stores on every copy. */
 START_TEST(lun_reset_is_counted_in_its_record)
 {
         ck_assert_uint_eq(reset_record(), 0);
-        ck_assert(scsi_nexus_lun_reset(&h.nx, h.lun));
-        scsi_lun_store_reset(h.lun);
-        ck_assert_uint_eq(reset_record(), 1);
-        ck_assert(scsi_nexus_lun_reset(&h.nx2, h.lun));
-        scsi_lun_store_reset(h.lun);
-        ck_assert_uint_eq(reset_record(), 2);
+        ck_assert_uint_eq(reset_from(&h.nx), 1);
+        ck_assert_uint_eq(reset_from(&h.nx2), 2);
 }
 END_TEST
 
@@ -122,9 +126,7 @@ START_TEST(reset_record_from_the_other_copy_tells_this_nodes_nexuses)
         peer_reset_record(rec, 3); /* malformed: ignored */
         h_assert_good(tur_on(&h.nx));
         /* The count carries on from the record when this node serves. */
-        ck_assert(scsi_nexus_lun_reset(&h.nx, h.lun));
-        scsi_lun_store_reset(h.lun);
-        ck_assert_uint_eq(reset_record(), 4);
+        ck_assert_uint_eq(reset_from(&h.nx), 4);
 }
 END_TEST
 
@@ -147,7 +149,8 @@ START_TEST(standby_reset_without_a_peer_stays_here)
 }
 END_TEST
 
-/* What a standby node forwards: the serving node runs it and counts it; a standby one refuses. */
+/* What a standby node forwards: the serving node runs it and counts it; an unknown function is
+ * refused. */
 START_TEST(forwarded_reset_runs_on_the_serving_node)
 {
         h_clear_ua(&h.nx);
