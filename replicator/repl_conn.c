@@ -165,7 +165,8 @@ static void hs_local(struct repl_lun *r, int channel, struct repl_hs_local *l)
                                     .lun_naa = r->naa,
                                     .channel = channel,
                                     .features = REPL_FEATURE_VERIFY_SHA256 | REPL_FEATURE_FORWARD |
-                                                REPL_FEATURE_RESIZE | REPL_FEATURE_WRITE_STATE,
+                                                REPL_FEATURE_RESIZE | REPL_FEATURE_WRITE_STATE |
+                                                REPL_FEATURE_FORWARD_TMF,
                                     .protection = r->cfg.link_protection};
 }
 

@@ -27,11 +27,12 @@ struct repl_fwd_wait {
         struct tdm_forward_result res;
 };
 
-/* The peer serves and runs forwarded commands (r->lock held). */
-static bool peer_takes_forward(const struct repl_lun *r)
+/* The peer serves and runs this forwarded command (r->lock held). */
+static bool peer_takes_forward(const struct repl_lun *r, const struct tdm_forward_cmd *cmd)
 {
+        uint64_t needs = REPL_FEATURE_FORWARD | (cmd->tmf ? REPL_FEATURE_FORWARD_TMF : 0);
         return r->link_up && r->peer.known && r->peer.side.role == REPL_ROLE_PRIMARY &&
-               (r->peer_features & REPL_FEATURE_FORWARD) && !r->stopping;
+               (r->peer_features & needs) == needs && !r->stopping;
 }
 
 static void unlink_wait(struct repl_lun *r, struct repl_fwd_wait *w)
@@ -50,6 +51,7 @@ static int send_forward(struct repl_lun *r, uint64_t id, const struct tdm_forwar
         m.port_name = (char *)cmd->port_name;
         m.cdb = (ProtobufCBinaryData){cmd->cdb_len, (uint8_t *)cmd->cdb};
         m.param = (ProtobufCBinaryData){cmd->param_len, (uint8_t *)cmd->param};
+        m.tmf = cmd->tmf;
         return repl_send_ctl(r, TANDEM__REPL__MSG_TYPE__MSG_FORWARD, &m);
 }
 
@@ -59,7 +61,7 @@ int repl_forward(struct tdm_medium *m, const struct tdm_forward_cmd *cmd,
         struct repl_lun *r = (struct repl_lun *)m;
         struct repl_fwd_wait w = {0};
         pthread_mutex_lock(&r->lock);
-        if (!peer_takes_forward(r)) {
+        if (!peer_takes_forward(r, cmd)) {
                 pthread_mutex_unlock(&r->lock);
                 return -ENOTCONN;
         }
@@ -164,12 +166,21 @@ static void job_done(struct net_work *work)
         pthread_mutex_unlock(&r->lock);
 }
 
+/* A command (a CDB, its initiator port named) or a task management function (no CDB). */
+static bool forward_well_formed(const Tandem__Repl__Forward *m, size_t name_len)
+{
+        if (m->param.len > TDM_FORWARD_PARAM_MAX || name_len >= TDM_FORWARD_PORT_NAME_MAX)
+                return false;
+        if (m->tmf != TDM_FORWARD_TMF_NONE)
+                return m->tmf == TDM_FORWARD_TMF_LU_RESET && m->cdb.len == 0 && m->param.len == 0;
+        return m->cdb.len >= 6 && m->cdb.len <= sizeof(((struct tdm_forward_cmd *)0)->cdb) &&
+               name_len > 0;
+}
+
 int repl_on_forward(struct repl_lun *r, const Tandem__Repl__Forward *m)
 {
         size_t name_len = m->port_name ? strlen(m->port_name) : 0;
-        if (m->cdb.len < 6 || m->cdb.len > sizeof(((struct tdm_forward_cmd *)0)->cdb) ||
-            m->param.len > TDM_FORWARD_PARAM_MAX || name_len == 0 ||
-            name_len >= TDM_FORWARD_PORT_NAME_MAX) {
+        if (!forward_well_formed(m, name_len)) {
                 repl_disconnect(r, "malformed forwarded command");
                 return -EPROTO;
         }
@@ -179,9 +190,12 @@ int repl_on_forward(struct repl_lun *r, const Tandem__Repl__Forward *m)
                 return -ENOMEM;
         }
         *j = (struct fwd_job){.work = {.run = job_run, .done = job_done}, .r = r, .id = m->id};
-        memcpy(j->cmd.port_name, m->port_name, name_len + 1);
-        memcpy(j->cmd.cdb, m->cdb.data, m->cdb.len);
+        if (name_len)
+                memcpy(j->cmd.port_name, m->port_name, name_len + 1);
+        if (m->cdb.len)
+                memcpy(j->cmd.cdb, m->cdb.data, m->cdb.len);
         j->cmd.cdb_len = (uint8_t)m->cdb.len;
+        j->cmd.tmf = (uint8_t)m->tmf;
         if (m->param.len)
                 memcpy(j->param, m->param.data, m->param.len);
         j->cmd.param = j->param;

@@ -36,6 +36,7 @@
 #define REPL_FEATURE_SEALED      0x8ull
 #define REPL_FEATURE_ENCRYPT     0x10ull /* link_protection = "encrypt": must match the peer's */
 #define REPL_FEATURE_WRITE_STATE 0x20ull /* a Write may carry a state record (one change) */
+#define REPL_FEATURE_FORWARD_TMF 0x40ull /* runs a forwarded LOGICAL UNIT RESET (Forward.tmf) */
 
 struct repl_frame {
         uint8_t type;

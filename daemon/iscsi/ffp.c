@@ -152,8 +152,9 @@ static uint8_t tmf_abort_task(struct iscsi_conn *c, const struct iscsi_req_hdr *
 }
 
 /*
- * A reset whose effects changed LUs' records (a RESERVE ended) is answered once they are
- * stored on every copy (on the pool), so a peer promoted after the answer has them.
+ * A reset is answered once each LU's records (the RESERVE it ended, its reset count) are
+ * stored on every copy, or on a standby node once the serving node ran it (on the pool): the
+ * other node's nexuses hear of it, and a peer promoted after the answer has it.
  */
 struct tmf_store {
         struct net_work work; /* first */
@@ -165,7 +166,7 @@ struct tmf_store {
         struct scsi_lun *luns[SCSI_MAX_LUNS];
 };
 
-/* lun's reset changed its records: stored before the answer (the collector holds a ref). */
+/* lun's reset has its second half run before the answer (the collector holds a ref). */
 static void tmf_store_add(struct tmf_store **st, struct scsi_lun *lun)
 {
         if (!*st)

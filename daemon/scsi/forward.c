@@ -42,6 +42,10 @@ void scsi_lun_forwarded(void *arg, const struct tdm_forward_cmd *cmd,
         enum scsi_reason r;
         if (!scsi_lun_active(lun))
                 r = SR_NOT_READY_STANDBY; /* never passed on again */
+        else if (cmd->tmf == TDM_FORWARD_TMF_LU_RESET)
+                r = scsi_lun_reset_run(lun);
+        else if (cmd->tmf != TDM_FORWARD_TMF_NONE)
+                r = SR_INVALID_OPCODE;
         else if (cmd->cdb_len >= 10 && cmd->cdb[0] == 0x5f)
                 r = scsi_pr_out_run(lun, cmd->port_name, cmd->cdb, cmd->param, cmd->param_len,
                                     &field, NULL);

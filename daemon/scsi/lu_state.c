@@ -10,10 +10,9 @@
 
 /* What each record reloads into (NULL: read when needed, nothing cached). */
 static void (*const reloaders[SCSI_STATE_IDS])(struct scsi_lun *lun) = {
-    [SCSI_STATE_PR] = scsi_pr_reload,
-    [SCSI_STATE_RESERVE] = scsi_spc2_reload,
-    [SCSI_STATE_MODE] = scsi_mode_reload,
-    [SCSI_STATE_UA] = scsi_ua_reload,
+    [SCSI_STATE_PR] = scsi_pr_reload,       [SCSI_STATE_RESERVE] = scsi_spc2_reload,
+    [SCSI_STATE_MODE] = scsi_mode_reload,   [SCSI_STATE_UA] = scsi_ua_reload,
+    [SCSI_STATE_RESET] = scsi_reset_reload,
 };
 
 int scsi_lun_state_store(struct scsi_lun *lun, enum scsi_state_id id, const void *buf, size_t len,

@@ -198,23 +198,6 @@ void scsi_nexus_set_isid(struct scsi_nexus *nx, const uint8_t isid[6])
 }
 
 /*
- * LOGICAL UNIT RESET: every nexus, the requester included, gets BUS DEVICE RESET
- * FUNCTION OCCURRED; a medium removal prevention and a RESERVE reservation end (persistent
- * reservations do not).
- * Aborting the tasks in flight is the transport's part.
- */
-bool scsi_nexus_lun_reset(struct scsi_nexus *nx, struct scsi_lun *lun)
-{
-        (void)nx;
-        if (!lun)
-                return false;
-        atomic_store(&lun->removal_prevented, false);
-        bool released = scsi_reservation_release_all(lun);
-        scsi_lun_raise_ua(lun, SCSI_UA_LUN_RESET, 0);
-        return released;
-}
-
-/*
  * The task set is one for all nexuses (control mode page TST 000b), so a CLEAR TASK SET
  * clears the other nexuses' commands too, and they hear of it (SAM-5 7.6): COMMANDS CLEARED
  * BY ANOTHER INITIATOR. Their commands already in the medium finish (it cannot cancel one):

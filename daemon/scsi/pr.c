@@ -118,6 +118,8 @@ int scsi_lun_state_store_locked(struct scsi_lun *lun, unsigned mask)
                         len = scsi_spc2_encode_locked(lun, buf, cap);
                 } else if (id == SCSI_STATE_UA) {
                         len = scsi_ua_encode_locked(lun, buf, cap);
+                } else if (id == SCSI_STATE_RESET) {
+                        len = scsi_reset_encode_locked(lun, buf, cap);
                 }
                 pthread_mutex_unlock(&priv->state_lock);
                 int rc = scsi_lun_state_store(lun, (enum scsi_state_id)id, buf, len, persist);
@@ -225,6 +227,7 @@ int scsi_lun_state_init(struct scsi_lun *lun)
         scsi_pr_reload(lun);
         scsi_spc2_reload(lun);
         scsi_ua_reload(lun);
+        scsi_reset_reload(lun);
         return 0;
 }
 

@@ -115,14 +115,6 @@ bool scsi_reservation_release_all(struct scsi_lun *lun)
         return release_if(lun, NULL, 0);
 }
 
-void scsi_lun_store_reset(struct scsi_lun *lun)
-{
-        struct scsi_lun_private *priv = scsi_lun_private(lun);
-        pthread_mutex_lock(&priv->state_op_lock);
-        scsi_lun_state_store_locked(lun, 1u << SCSI_STATE_RESERVE);
-        pthread_mutex_unlock(&priv->state_op_lock);
-}
-
 /*
  * The nexus ends: its reservation ends with it, unless another session of the same port
  * took it since (a reinstated session reserves before the old one is gone).

@@ -88,6 +88,7 @@ struct scsi_lun_private {
         pthread_mutex_t caw_lock; /* the table of applied CAWs: load, change, store */
         /* The nexus whose MODE SELECT went to the serving node: no attention for it. */
         _Atomic uint64_t mode_select_origin;
+        uint64_t resets; /* LOGICAL UNIT RESETs the LU had (its reset record), state_lock */
 };
 
 static inline struct scsi_lun_private *scsi_lun_private(const struct scsi_lun *lun)
@@ -274,6 +275,7 @@ enum scsi_state_id {
         SCSI_STATE_MODE = 2,    /* changeable mode page values */
         SCSI_STATE_UA = 3,      /* unit attentions owed to named I_T nexuses */
         SCSI_STATE_CAW = 4,     /* COMPARE AND WRITEs applied, per initiator and LBA */
+        SCSI_STATE_RESET = 5,   /* LOGICAL UNIT RESETs counted (lu_reset.c) */
         SCSI_STATE_IDS
 };
 /*
@@ -329,6 +331,12 @@ size_t scsi_spc2_encode_locked(const struct scsi_lun *lun, uint8_t *buf, size_t 
 void scsi_spc2_reload(struct scsi_lun *lun);
 enum scsi_reason spc_reserve(struct scsi_task *task);
 enum scsi_reason spc_release(struct scsi_task *task);
+
+/* lu_reset.c: a reset another node's standby port passed on (the pool); the reset record
+ * (state_lock held to encode); reload it (it changed elsewhere). */
+enum scsi_reason scsi_lun_reset_run(struct scsi_lun *lun);
+size_t scsi_reset_encode_locked(const struct scsi_lun *lun, uint8_t *buf, size_t cap);
+void scsi_reset_reload(struct scsi_lun *lun);
 
 /* pr_in.c, pr_out.c: PERSISTENT RESERVE IN and OUT. */
 enum scsi_reason spc_pr_in(struct scsi_task *task);

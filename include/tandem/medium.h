@@ -118,10 +118,15 @@ struct tdm_access {
  */
 #define TDM_FORWARD_PORT_NAME_MAX 256
 #define TDM_FORWARD_PARAM_MAX     (8u * 1024)
+enum tdm_forward_tmf {
+        TDM_FORWARD_TMF_NONE = 0,     /* a command: cdb */
+        TDM_FORWARD_TMF_LU_RESET = 1, /* LOGICAL UNIT RESET (no cdb, no param) */
+};
 struct tdm_forward_cmd {
         char port_name[TDM_FORWARD_PORT_NAME_MAX]; /* the initiator port (name and ISID) */
         uint8_t cdb[16];
         uint8_t cdb_len;
+        uint8_t tmf;          /* enum tdm_forward_tmf */
         const uint8_t *param; /* the data-out */
         uint32_t param_len;   /* at most TDM_FORWARD_PARAM_MAX */
 };

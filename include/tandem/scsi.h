@@ -416,12 +416,14 @@ void scsi_nexus_init(struct scsi_nexus *nx, struct scsi_target *t, const char *i
 /* The session's ISID (6 bytes): completes the initiator port name (zeroes until set). */
 void scsi_nexus_set_isid(struct scsi_nexus *nx, const uint8_t isid[6]);
 /*
- * Task management. LOGICAL UNIT RESET's effects on lun; true when they changed the LU's
- * records (a RESERVE ended), which scsi_lun_store_reset must then store on every copy before
- * the function is answered, so a peer promoted after the answer has them too.
+ * Task management. LOGICAL UNIT RESET's effects on lun (on the serving node: here, and
+ * counted for the other node's nexuses); true when scsi_lun_store_reset must then run before
+ * the function is answered: it stores the LU's records on every copy (so the peer's nexuses
+ * hear of the reset and a peer promoted after the answer has it too), or on a standby node
+ * has the serving node run the reset.
  */
 bool scsi_nexus_lun_reset(struct scsi_nexus *nx, struct scsi_lun *lun);
-/* Stores what a LUN RESET changed (blocking: the pool). */
+/* The second half of a LUN RESET (blocking: the pool). */
 void scsi_lun_store_reset(struct scsi_lun *lun);
 /* CLEAR TASK SET from nx (its own tasks are the transport's): the other nexuses are told. */
 void scsi_nexus_clear_task_set(struct scsi_nexus *nx, struct scsi_lun *lun);
