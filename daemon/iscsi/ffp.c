@@ -248,17 +248,23 @@ static void tmf_store_run(struct net_work *w)
                 scsi_lun_store_reset(st->luns[i]);
 }
 
-/* Back on the connection's loop: the answer, unless the connection is gone. */
-static void tmf_store_done(struct net_work *w)
+/* The stores are done: the answer, unless the connection is gone. */
+static void tmf_store_answer(struct tmf_store *st)
 {
-        struct tmf_store *st = (struct tmf_store *)w;
         struct iscsi_conn *c = st->c;
         for (unsigned i = 0; i < st->n; i++)
                 scsi_lun_put(st->luns[i]);
-        c->async_pending--;
         if (c->state != ISCSI_CONN_CLOSED)
                 tmf_respond(c, st->itt, st->response, st->cold);
         free(st);
+}
+
+/* Back on the connection's loop. */
+static void tmf_store_done(struct net_work *w)
+{
+        struct iscsi_conn *c = ((struct tmf_store *)w)->c;
+        c->async_pending--;
+        tmf_store_answer((struct tmf_store *)w);
         iscsi_conn_mark_dirty(c);
 }
 
@@ -312,8 +318,15 @@ int iscsi_tmf(struct iscsi_conn *c, const uint8_t *bhs)
                 st->itt = q->itt;
                 st->response = response;
                 st->cold = cold;
-                c->async_pending++; /* the connection outlives the wait */
-                net_pool_submit(&st->work);
+                if (net_loop_current()) {
+                        c->async_pending++; /* the connection outlives the wait */
+                        net_pool_submit(&st->work);
+                        return 0;
+                }
+                /* No loop to come back to (a tool, a fuzz harness): the pool's done would run
+                 * on its thread beside this one, so the stores run here. */
+                tmf_store_run(&st->work);
+                tmf_store_answer(st);
                 return 0;
         }
         free(st);

@@ -301,6 +301,10 @@ def pdu_rx_seeds():
         # A canned login first (flag bit 0), then commands only.
         "canned-login": b"\x01" + scsi(0xC1, 2, 1, cdb(0xA0, 0, 0, 0, 0, 0, 0, 0, 0x10, 0), 0x1000)
         + scsi(0x21, 3, 2, w10, 2048) + data_out(3, TTT_NONE, 0, 0, block * 2, final=False),
+        # What the target found (fixed since): a LUN RESET and a TARGET WARM RESET store their
+        # records on the pool; with no loop to come back to, the answer ran on the pool's
+        # thread after the harness had closed the connection (a use after free).
+        "found-reset-without-loop": b"\x01" + tmf(2, 1, 5) + tmf(3, 2, 6),
     }
     return seeds
 
