@@ -33,6 +33,17 @@ declare -gA GUEST_PID=() GUEST_EVPID=()
 
 guest_log() { printf '%s guests: %s\n' "$(date +%T.%3N)" "$*" >&2; }
 
+# shellcheck source=tests/lib/fingerprint.sh
+. "$GUESTS_HERE/../lib/fingerprint.sh"
+# The guest records' second fingerprint (after the failover one): the files of tests/guests
+# that decide how a guest run goes (not run and summary, nor notes).
+guests_fingerprint()
+{
+	(cd "$GUESTS_HERE/../.." &&
+		find tests/guests -type f ! -name '*.md' ! -name run ! -name summary -print0) |
+		tdm_files_fingerprint "$GUESTS_HERE/../.."
+}
+
 guest_wait_quiet()
 {
 	local said=0
