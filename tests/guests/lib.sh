@@ -22,6 +22,7 @@
 #   guest_host_stall FILE             the longest time (s) between two acknowledged writes while
 #                                    the workload ran, on the host's clock
 #   guest_result FILE KEY             a field of the guest's "TG RESULT" line
+#   guest_kernel_crash TAG            the first line of an oops or panic on TAG's console, if any
 # Environment: TDM_GUEST_ACCEL (tcg, or kvm where the host has a working one),
 # TDM_GUEST_MEM (MiB, default 512), TDM_GUEST_CACHE (image cache, see image/build).
 
@@ -206,4 +207,11 @@ guest_host_stall() # console file
 guest_result() # console-file key
 {
 	sed -n "s/.* TG RESULT .*\\b$2=\\([^ ]*\\).*/\\1/p" "$1" | tail -1
+}
+
+# A guest kernel that oopsed or panicked says so on its console before it stops.
+guest_kernel_crash() # tag
+{
+	grep -a -m1 -E 'Kernel panic - not syncing|BUG: unable to handle|Oops: [0-9]+' \
+		"$GUEST_DIR/$1.serial" 2>/dev/null | cut -d' ' -f2- | cut -c1-160
 }
