@@ -32,14 +32,7 @@
 
 static void sleep_ms(struct repl_lun *r, unsigned ms)
 {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += ms / 1000;
-        ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = tdm_deadline(CLOCK_REALTIME, ms);
         pthread_mutex_lock(&r->lock);
         if (!r->stopping)
                 pthread_cond_timedwait(&r->cond, &r->lock, &ts);

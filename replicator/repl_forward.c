@@ -80,13 +80,7 @@ int repl_forward(struct tdm_medium *m, const struct tdm_forward_cmd *cmd,
                 else if (tdm_now_ns() >= deadline)
                         rc = -ETIMEDOUT;
                 else {
-                        struct timespec ts;
-                        clock_gettime(CLOCK_REALTIME, &ts);
-                        ts.tv_nsec += (long)FORWARD_POLL_MS * 1000000L;
-                        if (ts.tv_nsec >= 1000000000L) {
-                                ts.tv_sec++;
-                                ts.tv_nsec -= 1000000000L;
-                        }
+                        struct timespec ts = tdm_deadline(CLOCK_REALTIME, FORWARD_POLL_MS);
                         pthread_cond_timedwait(&r->cond, &r->lock, &ts);
                 }
         }

@@ -37,13 +37,7 @@ static bool wait_turn(struct repl_lun *r, uint64_t gen)
                 pthread_mutex_unlock(&r->send_lock);
                 if (room && !(r->sync_paused && !r->verify_mode))
                         break;
-                struct timespec ts;
-                clock_gettime(CLOCK_REALTIME, &ts);
-                ts.tv_nsec += 50 * 1000000L;
-                if (ts.tv_nsec >= 1000000000L) {
-                        ts.tv_sec++;
-                        ts.tv_nsec -= 1000000000L;
-                }
+                struct timespec ts = tdm_deadline(CLOCK_REALTIME, 50);
                 pthread_cond_timedwait(&r->cond, &r->lock, &ts);
         }
         pthread_mutex_unlock(&r->lock);
@@ -171,13 +165,7 @@ static bool wait_drained(struct repl_lun *r, uint64_t gen)
                 pthread_mutex_lock(&r->lock);
                 bool gone = r->stopping || !r->link_up || r->conn_gen != gen;
                 if (!gone) {
-                        struct timespec ts;
-                        clock_gettime(CLOCK_REALTIME, &ts);
-                        ts.tv_nsec += 20 * 1000000L;
-                        if (ts.tv_nsec >= 1000000000L) {
-                                ts.tv_sec++;
-                                ts.tv_nsec -= 1000000000L;
-                        }
+                        struct timespec ts = tdm_deadline(CLOCK_REALTIME, 20);
                         pthread_cond_timedwait(&r->cond, &r->lock, &ts);
                 }
                 pthread_mutex_unlock(&r->lock);

@@ -6,9 +6,10 @@
 #include <string.h>
 
 #include "log_queue.h"
+#include "tandem/clock.h"
 
 struct log_slot {
-        struct timespec at; /* CLOCK_MONOTONIC, when it was enqueued */
+        uint64_t at_ns; /* tdm_now_ns() when it was enqueued */
         int prio;
         char text[LOG_QUEUE_LINE_MAX];
 };
@@ -27,13 +28,6 @@ static struct {
         log_queue_write_fn write;
         pthread_t thread;
 } q = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-static double seconds_since(const struct timespec *t)
-{
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        return (double)(now.tv_sec - t->tv_sec) + (double)(now.tv_nsec - t->tv_nsec) / 1e9;
-}
 
 /* The drops are reported once every line before them is written. Under the lock. */
 static bool drops_due(void)
@@ -65,7 +59,7 @@ static void *writer_main(void *arg)
                 q.head = (q.head + 1) % q.capacity;
                 q.count--;
                 pthread_mutex_unlock(&q.lock);
-                q.write(line.prio, line.text, seconds_since(&line.at), 0);
+                q.write(line.prio, line.text, (double)(tdm_now_ns() - line.at_ns) / 1e9, 0);
                 pthread_mutex_lock(&q.lock);
                 q.written_n++;
                 pthread_cond_broadcast(&q.written);
@@ -128,7 +122,7 @@ bool log_queue_push(int prio, const char *text)
                 return true;
         }
         struct log_slot *s = &q.slots[(q.head + q.count) % q.capacity];
-        clock_gettime(CLOCK_MONOTONIC, &s->at);
+        s->at_ns = tdm_now_ns();
         s->prio = prio;
         size_t n = strnlen(text, sizeof(s->text) - 1);
         memcpy(s->text, text, n);
@@ -140,23 +134,10 @@ bool log_queue_push(int prio, const char *text)
         return true;
 }
 
-static struct timespec deadline_in(int timeout_ms)
-{
-        struct timespec t;
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        t.tv_sec += timeout_ms / 1000;
-        t.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-        if (t.tv_nsec >= 1000000000L) {
-                t.tv_sec++;
-                t.tv_nsec -= 1000000000L;
-        }
-        return t;
-}
-
 /* Under the lock: waits until done() or the deadline. */
 static int wait_written(bool (*done)(uint64_t), uint64_t arg, int timeout_ms)
 {
-        struct timespec until = deadline_in(timeout_ms);
+        struct timespec until = tdm_deadline(CLOCK_MONOTONIC, (unsigned)timeout_ms);
         while (!done(arg))
                 if (pthread_cond_timedwait(&q.written, &q.lock, &until) == ETIMEDOUT)
                         return done(arg) ? 0 : -ETIMEDOUT;

@@ -9,7 +9,6 @@
 
 #include <stdbool.h>
 #include <stddef.h>
-#include <time.h>
 
 #define LOG_QUEUE_LINE_MAX 512 /* as libqb's QB_LOG_MAX_LEN: longer lines are cut there anyway */
 

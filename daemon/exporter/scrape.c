@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tandem/clock.h"
 #include "exporter_internal.h"
 #include "tandem/admin_metrics.h"
 #include "tandem/exporter.h"
@@ -111,14 +112,7 @@ static void withdraw_locked(struct scrape *s)
 
 int exporter_scrape(struct scrape *s)
 {
-        struct timespec deadline;
-        clock_gettime(CLOCK_MONOTONIC, &deadline);
-        deadline.tv_sec += EXPORTER_SCRAPE_WAIT_MS / 1000;
-        deadline.tv_nsec += (long)(EXPORTER_SCRAPE_WAIT_MS % 1000) * 1000000L;
-        if (deadline.tv_nsec >= 1000000000L) {
-                deadline.tv_sec++;
-                deadline.tv_nsec -= 1000000000L;
-        }
+        struct timespec deadline = tdm_deadline(CLOCK_MONOTONIC, EXPORTER_SCRAPE_WAIT_MS);
         pthread_mutex_lock(&lock);
         if (!open_for_scrapes) {
                 pthread_mutex_unlock(&lock);
