@@ -21,3 +21,18 @@ int tdm_fsync_parent_dir(const char *path)
         close(fd);
         return rc;
 }
+
+int tdm_write_all(int fd, const void *buf, size_t len)
+{
+        const char *b = buf;
+        while (len) {
+                ssize_t n = write(fd, b, len);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        return n < 0 ? -errno : -EIO;
+                b += n;
+                len -= (size_t)n;
+        }
+        return 0;
+}

@@ -86,20 +86,6 @@ static int encode_locked(const struct tdm_state_store *st, uint8_t **out, size_t
         return 0;
 }
 
-static int write_all(int fd, const uint8_t *b, size_t len)
-{
-        while (len) {
-                ssize_t n = write(fd, b, len);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0)
-                        return n < 0 ? -errno : -EIO;
-                b += n;
-                len -= (size_t)n;
-        }
-        return 0;
-}
-
 /* Temporary file, fsync, rename, fsync of the directory: the old file or the new, whole. */
 static int save_locked(const struct tdm_state_store *st)
 {
@@ -111,7 +97,7 @@ static int save_locked(const struct tdm_state_store *st)
         char tmp[4200];
         snprintf(tmp, sizeof(tmp), "%s.tmp", st->path);
         int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        rc = fd < 0 ? -errno : write_all(fd, b, len);
+        rc = fd < 0 ? -errno : tdm_write_all(fd, b, len);
         if (rc == 0 && fsync(fd) < 0)
                 rc = -errno;
         if (fd >= 0)
