@@ -216,18 +216,18 @@ static enum scsi_reason verify_compare(struct scsi_task *task, const struct sbc_
                                        bool one_block)
 {
         struct scsi_lun *lun = task->lun;
-        struct tdm_range lock = {.off = r->lba * lun->block_size,
-                                 .len = (uint64_t)r->nblocks * lun->block_size,
-                                 .shared = true};
-        tdm_range_lock_wait(lun->medium, &lock);
         uint32_t bs = lun->block_size;
-        uint64_t total = one_block ? (uint64_t)r->nblocks * bs : data_out_blocks_bytes(task);
         if (one_block && task->data_out_len < bs)
                 return SCSI_OK; /* nothing was sent to compare with */
+        uint64_t total = one_block ? (uint64_t)r->nblocks * bs : data_out_blocks_bytes(task);
         uint32_t chunk;
         uint8_t *buf = total ? chunk_alloc(lun, total, &chunk) : NULL;
         if (total && !buf)
                 return SR_INTERNAL_ERROR;
+        /* Taken after every early return: a lock left held stops every writer of the range. */
+        struct tdm_range lock = {
+            .off = r->lba * bs, .len = (uint64_t)r->nblocks * bs, .shared = true};
+        tdm_range_lock_wait(lun->medium, &lock);
         enum scsi_reason rs = SCSI_OK;
         for (uint64_t done = 0; done < total && rs == SCSI_OK;) {
                 uint32_t n = (uint32_t)min_u64(chunk, total - done);

@@ -19,6 +19,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,6 +100,18 @@ static void world_destroy(struct world *w)
         scsi_target_put(w->target);
         if (w->journal[0])
                 unlink(w->journal);
+}
+
+/* A command that has answered holds no range lock: one left behind stops every later writer
+ * of its range for good (and it lives in the command's frame: a dangling entry). */
+static void check_no_range_held(struct scsi_lun *lun)
+{
+        struct tdm_range_table *rt = &lun->medium->ranges;
+        pthread_mutex_lock(&rt->lock);
+        bool idle = rt->held == NULL && rt->wait_head == NULL;
+        pthread_mutex_unlock(&rt->lock);
+        FUZZ_ASSERT(idle, "lun %llu: a range lock is still held after the answer",
+                    (unsigned long long)lun->id);
 }
 
 static void check_sense(const struct scsi_task *t)
@@ -209,6 +223,8 @@ static void run_command(struct world *w, const uint8_t *cdb, uint8_t ctl, const 
                         t.cdb[0], (unsigned long long)t.lun_id, t.dir, t.expected_len, out_len,
                         t.status, scsi_reason_name(t.reason), t.data_in_len);
         check_task(&t);
+        for (int i = 0; i < 2; i++)
+                check_no_range_held(w->lun[i]);
         scsi_task_release(&t);
         FUZZ_ASSERT(t.data_in == NULL && t.data_in_len == 0, "release left data_in");
         scsi_lun_put(t.lun);

@@ -207,6 +207,10 @@ def cdb_seeds():
         "get-lba-status": cmd(cdb(0x9E, 0x12, *be(0, 8), *be(64, 4)), RD),
         "sync-cache10": cmd(cdb(0x35), 0),
         "verify16-bytchk": cmd(cdb(0x8F, 0x02, *be(0, 8), *be(1, 4)), WR, b"\0" * 512),
+        # Found by this target's hour: VERIFY with BYTCHK 11b and no block sent kept its range
+        # lock, and the WRITE after it waited for ever.
+        "found-verify-bytchk3-no-data": chained(cdb(0x2F, 0x06, *be(0, 4), 0, *be(25, 2)), 0)
+        + cmd(cdb(0x2A, 0, *be(0, 4), 0, *be(1, 2)), WR, block),
         "write-atomic16-lun1": cmd(cdb(0x9C, 0, *be(4, 8), 0, 0, *be(2, 2)), WR | LUN1,
                                    block * 16),
         "report-supported-opcodes": cmd(cdb(0xA3, 0x0C, 0, 0, 0, 0, *be(4096, 4)), RD),

@@ -2961,6 +2961,8 @@ static const struct dataout_row dataout_rows[] = {
      NOOFFER_BLOCKS,
      0,
      false},
+    /* one block against every block: it once kept its range locked without that block */
+    {"VERIFY(10) BYTCHK=3", {0x2f, 0x06, 0, 0, 0, 0, 0, 0, NOOFFER_BLOCKS, 0}, 10, 1, 0, false},
     {"WRITE SAME(10)", {0x41, 0, 0, 0, 0, 0, 0, 0, NOOFFER_BLOCKS, 0}, 10, 1, 0, true},
     {"WRITE SAME(16)",
      {0x93, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, NOOFFER_BLOCKS, 0, 0},

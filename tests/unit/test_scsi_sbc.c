@@ -290,6 +290,10 @@ START_TEST(verify_compare)
         t = verify10(200, 6, 0x06, same, 512);
         h_assert_sense(t, 0xe, 0x1d, 0x00);
         ck_assert_uint_eq(get_be32(t->sense + 3), 7);
+        /* BYTCHK 11b with less than a block sent: nothing to compare, and the range is left
+         * unlocked (it was not, and this WRITE hung: found by fuzz_cdb's hour) */
+        h_assert_good(verify10(200, 6, 0x06, NULL, 0));
+        h_assert_good(h_write10(200, 6, buf));
         free(buf);
         free(same);
 }
