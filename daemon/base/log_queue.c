@@ -24,6 +24,7 @@ static struct {
         uint64_t queued, written_n; /* lines enqueued / written since start */
         unsigned long dropped;      /* lines lost since the last report */
         uint64_t dropped_after;     /* they came after the line with this number */
+        bool reporting;             /* the writer is writing a drop report now */
         bool running, stopping, writer_ended;
         bool abandoned; /* a stop timed out: that writer may still run, no restart */
         log_queue_write_fn write;
@@ -48,11 +49,13 @@ static void *writer_main(void *arg)
                 if (drops_due()) {
                         unsigned long n = q.dropped;
                         q.dropped = 0;
+                        q.reporting = true; /* a flush waits for the report too */
                         pthread_mutex_unlock(&q.lock);
                         struct timespec now;
                         clock_gettime(CLOCK_REALTIME, &now);
                         q.write(LOG_WARNING, &now, NULL, n);
                         pthread_mutex_lock(&q.lock);
+                        q.reporting = false;
                         pthread_cond_broadcast(&q.written);
                         continue;
                 }
@@ -97,6 +100,7 @@ int log_queue_start(size_t capacity, log_queue_write_fn write)
         q.head = q.count = 0;
         q.queued = q.written_n = q.dropped_after = 0;
         q.dropped = 0;
+        q.reporting = false;
         q.stopping = q.writer_ended = false;
         q.write = write;
         int rc = pthread_create(&q.thread, NULL, writer_main, NULL);
@@ -149,7 +153,7 @@ static int wait_written(bool (*done)(uint64_t), uint64_t arg, int timeout_ms)
 
 static bool written_up_to(uint64_t n)
 {
-        return q.writer_ended || (q.written_n >= n && !drops_due());
+        return q.writer_ended || (q.written_n >= n && !drops_due() && !q.reporting);
 }
 
 static bool writer_gone(uint64_t unused)

@@ -27,8 +27,9 @@
 static struct {
         pthread_mutex_t lock;
         pthread_cond_t changed;
-        bool hold;    /* the next write waits while this is set */
-        bool holding; /* a write is waiting now */
+        bool hold;         /* the next write waits while this is set */
+        bool holding;      /* a write is waiting now */
+        bool hold_reports; /* a drop report waits while this is set */
         int n;
         char text[MAX_SEEN][64];
         struct timespec when[MAX_SEEN];
@@ -41,7 +42,7 @@ static void record_line(int prio, const struct timespec *when, const char *text,
 {
         (void)prio;
         pthread_mutex_lock(&seen.lock);
-        while (seen.hold) {
+        while (seen.hold || (!text && seen.hold_reports)) {
                 seen.holding = true;
                 pthread_cond_broadcast(&seen.changed);
                 pthread_cond_wait(&seen.changed, &seen.lock);
@@ -151,6 +152,35 @@ START_TEST(test_held_writer_does_not_hold_the_caller)
         push_numbered(100, 101);
         ck_assert_int_eq(log_queue_flush(5000), 0);
         ck_assert_str_eq(seen.text[seen.n - 1], "line 100");
+        ck_assert_int_eq(log_queue_stop(5000), 0);
+}
+END_TEST
+
+/* A flush returns only once the drop report is written too, not while it is being written. */
+START_TEST(test_flush_waits_for_the_drop_report)
+{
+        enum { CAP = 2 };
+        hold_writer(true);
+        ck_assert_int_eq(log_queue_start(CAP, record_line), 0);
+        push_numbered(0, 1);
+        wait_until_holding();
+        push_numbered(1, 2 + CAP); /* two fill the ring, one is dropped */
+        pthread_mutex_lock(&seen.lock);
+        seen.hold_reports = true;
+        pthread_mutex_unlock(&seen.lock);
+        hold_writer(false);
+        pthread_mutex_lock(&seen.lock); /* the lines are written, the report is held */
+        while (!(seen.holding && seen.n == 1 + CAP))
+                pthread_cond_wait(&seen.changed, &seen.lock);
+        pthread_mutex_unlock(&seen.lock);
+        ck_assert_int_eq(log_queue_flush(200), -ETIMEDOUT);
+        pthread_mutex_lock(&seen.lock);
+        seen.hold_reports = false;
+        pthread_cond_broadcast(&seen.changed);
+        pthread_mutex_unlock(&seen.lock);
+        ck_assert_int_eq(log_queue_flush(5000), 0);
+        ck_assert_int_eq(seen.drop_reports, 1);
+        ck_assert_uint_eq(seen.dropped, 1);
         ck_assert_int_eq(log_queue_stop(5000), 0);
 }
 END_TEST
@@ -354,6 +384,7 @@ int main(void)
         TCase *q = tcase_create("queue");
         tcase_add_test(q, test_lines_written_in_order);
         tcase_add_test(q, test_held_writer_does_not_hold_the_caller);
+        tcase_add_test(q, test_flush_waits_for_the_drop_report);
         tcase_add_test(q, test_stop_writes_what_is_queued);
         tcase_add_test(q, test_stop_leaves_a_held_writer);
         suite_add_tcase(s, q);
