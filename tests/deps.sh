@@ -7,6 +7,8 @@ TANDEM_TEST_DEPS=(libiscsi-bin qemu-utils qemu-block-extra iproute2 procps valgr
 	crmsh pcs iptables drbd-utils fence-agents ruby fuse3
 	linux-image-amd64 busybox-static qemu-system-x86 socat cpio xz-utils binutils e2fsprogs python3
 	man-db systemd curl python3-prometheus-client)
+# What the benchmarks measure against and with (tests/bench/run installs them itself).
+TANDEM_BENCH_DEPS=(tgt libiscsi-bin)
 
 # Installs whatever of the named packages is missing (apt-get update first, once).
 tandem_install_missing() {
