@@ -58,12 +58,18 @@ static void record_line(int prio, const struct timespec *when, const char *text,
         pthread_mutex_unlock(&seen.lock);
 }
 
-static void hold_writer(bool on)
+/* Sets one of seen's hold flags and wakes a write waiting on it. */
+static void set_hold(bool *flag, bool on)
 {
         pthread_mutex_lock(&seen.lock);
-        seen.hold = on;
+        *flag = on;
         pthread_cond_broadcast(&seen.changed);
         pthread_mutex_unlock(&seen.lock);
+}
+
+static void hold_writer(bool on)
+{
+        set_hold(&seen.hold, on);
 }
 
 static void wait_until_holding(void)
@@ -165,19 +171,14 @@ START_TEST(test_flush_waits_for_the_drop_report)
         push_numbered(0, 1);
         wait_until_holding();
         push_numbered(1, 2 + CAP); /* two fill the ring, one is dropped */
-        pthread_mutex_lock(&seen.lock);
-        seen.hold_reports = true;
-        pthread_mutex_unlock(&seen.lock);
+        set_hold(&seen.hold_reports, true);
         hold_writer(false);
         pthread_mutex_lock(&seen.lock); /* the lines are written, the report is held */
         while (!(seen.holding && seen.n == 1 + CAP))
                 pthread_cond_wait(&seen.changed, &seen.lock);
         pthread_mutex_unlock(&seen.lock);
         ck_assert_int_eq(log_queue_flush(200), -ETIMEDOUT);
-        pthread_mutex_lock(&seen.lock);
-        seen.hold_reports = false;
-        pthread_cond_broadcast(&seen.changed);
-        pthread_mutex_unlock(&seen.lock);
+        set_hold(&seen.hold_reports, false);
         ck_assert_int_eq(log_queue_flush(5000), 0);
         ck_assert_int_eq(seen.drop_reports, 1);
         ck_assert_uint_eq(seen.dropped, 1);
