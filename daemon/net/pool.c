@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "tandem/clock.h"
 #include "tandem/log.h"
 #include "tandem/net.h"
 
@@ -35,9 +36,7 @@ static struct net_work *take_locked(void)
         while (!queue_head) {
                 if (shutting_down)
                         return NULL;
-                struct timespec until;
-                clock_gettime(CLOCK_REALTIME, &until);
-                until.tv_sec += POOL_IDLE_S;
+                struct timespec until = tdm_deadline(CLOCK_REALTIME, POOL_IDLE_S * 1000u);
                 n_idle++;
                 int rc = pthread_cond_timedwait(&pool_cond, &pool_lock, &until);
                 n_idle--;

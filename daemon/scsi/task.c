@@ -85,7 +85,7 @@ static enum scsi_reason task_dispatch(struct scsi_task *task, const struct scsi_
         return r != SCSI_OK ? r : e->handler(task);
 }
 
-/* Command and error counters; the transport records the latency (scsi_lun_record_latency). */
+/* Command and error counters; the latency is recorded when the task ends (nexus_stats.c). */
 static void task_account(struct scsi_task *task, const struct scsi_opcode_entry *e)
 {
         struct scsi_lun *lun = task->lun;

@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -315,6 +316,8 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+        /* A connection the target reset is an error to report, not a signal to die of. */
+        signal(SIGPIPE, SIG_IGN);
         static const struct option longopts[] = {
             {"initiator", required_argument, NULL, 'i'},
             {"help", no_argument, NULL, 'h'},

@@ -8,7 +8,8 @@
  *
  * Usage: tdm-ats URL [--hosts N] [--seconds S] [--lba LBA] [--liveness S]
  * Prints: "ats: hosts=N heartbeats=N locks=N false_miscompares=N double_holds=N
- *          lost_locks=N errors=N max_stall_ms=N reconnects=N"; exits 1 on any failure.
+ *          lost_locks=N errors=N max_stall_ms=N reconnects=N ua_retries=N"; exits 1 on any
+ *          failure (a command sent again after a unit attention is none).
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -29,7 +30,7 @@ struct opts {
 static struct opts opt = {.hosts = 2, .seconds = 12, .liveness = 2, .lba = 400000};
 static atomic_int holders;
 static atomic_uint_fast64_t n_heartbeats, n_locks, false_miscompares, double_holds, lost_locks,
-    errors, max_stall_ns, reconnects;
+    errors, max_stall_ns, reconnects, ua_retries;
 
 /* A host's record: who, which update. */
 static void record(uint8_t *b, unsigned host, uint64_t seq)
@@ -122,6 +123,7 @@ static void *host_main(void *arg)
         while (stall > cur && !atomic_compare_exchange_weak(&max_stall_ns, &cur, stall))
                 ;
         atomic_fetch_add(&reconnects, c.reconnects);
+        atomic_fetch_add(&ua_retries, c.ua_retries);
         tdm_client_close(&c);
         return NULL;
 }
@@ -172,10 +174,11 @@ int main(int argc, char **argv)
                        atomic_load(&lost_locks) + atomic_load(&errors);
         printf("ats: hosts=%u heartbeats=%" PRIu64 " locks=%" PRIu64 " false_miscompares=%" PRIu64
                " double_holds=%" PRIu64 " lost_locks=%" PRIu64 " errors=%" PRIu64
-               " max_stall_ms=%.0f reconnects=%" PRIu64 "\n",
+               " max_stall_ms=%.0f reconnects=%" PRIu64 " ua_retries=%" PRIu64 "\n",
                opt.hosts, (uint64_t)atomic_load(&n_heartbeats), (uint64_t)atomic_load(&n_locks),
                (uint64_t)atomic_load(&false_miscompares), (uint64_t)atomic_load(&double_holds),
                (uint64_t)atomic_load(&lost_locks), (uint64_t)atomic_load(&errors),
-               (double)atomic_load(&max_stall_ns) / 1e6, (uint64_t)atomic_load(&reconnects));
+               (double)atomic_load(&max_stall_ns) / 1e6, (uint64_t)atomic_load(&reconnects),
+               (uint64_t)atomic_load(&ua_retries));
         return bad || !atomic_load(&n_heartbeats) ? 1 : 0;
 }

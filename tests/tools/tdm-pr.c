@@ -38,6 +38,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -533,6 +534,8 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+        /* A connection the target reset is an error to report, not a signal to die of. */
+        signal(SIGPIPE, SIG_IGN);
         static const struct option longopts[] = {
             {"initiator", required_argument, NULL, 'i'},
             {"isid", required_argument, NULL, 's'},

@@ -8,7 +8,8 @@
  * Usage: tdm-xcopy URL [--seconds S] [--segments N] [--segment-blocks B] [--src LBA]
  *                  [--dst LBA] [--liveness S]
  * Prints: "xcopy: copies=N copy_errors=N segments=N torn=N wrong=N errors=N max_stall_ms=N
- *          reconnects=N"; exits 1 when a segment is torn or wrong, or on another error.
+ *          reconnects=N ua_retries=N"; exits 1 when a segment is torn or wrong, or on another
+ *          error (a command sent again after a unit attention is none).
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -223,9 +224,10 @@ int main(int argc, char **argv)
         if (t)
                 scsi_free_scsi_task(t);
         printf("xcopy: copies=%" PRIu64 " copy_errors=%" PRIu64 " segments=%u torn=%" PRIu64
-               " wrong=%" PRIu64 " errors=%" PRIu64 " max_stall_ms=%.0f reconnects=%u\n",
+               " wrong=%" PRIu64 " errors=%" PRIu64
+               " max_stall_ms=%.0f reconnects=%u ua_retries=%u\n",
                copies, copy_errors, opt.segments, torn, wrong, errors, (double)c.max_stall_ns / 1e6,
-               c.reconnects);
+               c.reconnects, c.ua_retries);
         tdm_client_close(&c);
         free(buf);
         return torn || wrong || errors || !copies ? 1 : 0;

@@ -2,7 +2,9 @@
  * A libiscsi session for test clients that must ride through a failover: libiscsi reconnects
  * (resending unfinished commands in a new session, no unit attention on reconnect), and our
  * own liveness check drops a silent connection (a crashed portal sends no RST; libiscsi sends
- * no NOP-Out), as an initiator with a short NOP-Out timeout would. One command at a time.
+ * no NOP-Out), as an initiator with a short NOP-Out timeout would. A command answered with a
+ * UNIT ATTENTION was not run (SAM-5): it is sent again, as initiators do, a bounded number of
+ * times, and counted. One command at a time.
  */
 #ifndef TDM_CLIENT_H
 #define TDM_CLIENT_H
@@ -11,6 +13,7 @@
 #include <iscsi/iscsi.h>
 #include <iscsi/scsi-lowlevel.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,6 +29,7 @@ struct tdm_client {
         uint64_t last_done_ns;
         uint64_t max_stall_ns;
         unsigned reconnects;
+        unsigned ua_retries; /* commands sent again after a UNIT ATTENTION */
         /* the command in flight */
         bool done;
         int status;
@@ -44,6 +48,9 @@ static inline int tdm_client_open(struct tdm_client *c, const char *url_s, const
                                   unsigned liveness_s)
 {
         memset(c, 0, sizeof(*c));
+        /* A write to a connection the target reset (the portal moved) fails with EPIPE and
+         * is reconnected; the default SIGPIPE would end the whole client without a word. */
+        signal(SIGPIPE, SIG_IGN);
         c->liveness_s = liveness_s;
         c->iscsi = iscsi_create_context(initiator);
         if (!c->iscsi)
@@ -87,14 +94,12 @@ static inline void tdm_client_cb(struct iscsi_context *iscsi, int status, void *
         c->done = true;
 }
 
-/*
- * Runs one command (cdb, data-out, data-in of in_len) to its end, through reconnects. The
- * finished task (status, sense, data-in) is returned: free it with scsi_free_scsi_task. NULL
- * when libiscsi gave up.
- */
-static inline struct scsi_task *tdm_client_run(struct tdm_client *c, const uint8_t *cdb,
-                                               int cdb_len, int dir, const void *out,
-                                               uint32_t out_len, uint32_t in_len)
+#define TDM_CLIENT_MAX_UA_RETRIES 8 /* per command: more means the target keeps raising them */
+
+/* One try of a command, through reconnects (tdm_client_run). */
+static inline struct scsi_task *tdm_client_run_once(struct tdm_client *c, const uint8_t *cdb,
+                                                    int cdb_len, int dir, const void *out,
+                                                    uint32_t out_len, uint32_t in_len)
 {
         struct scsi_task *t = calloc(1, sizeof(*t));
         if (!t)
@@ -134,6 +139,28 @@ static inline struct scsi_task *tdm_client_run(struct tdm_client *c, const uint8
                 c->max_stall_ns = now - c->last_done_ns;
         c->last_done_ns = now;
         return c->task;
+}
+
+/*
+ * Runs one command (cdb, data-out, data-in of in_len) to its end, through reconnects and unit
+ * attentions. The finished task (status, sense, data-in) is returned: free it with
+ * scsi_free_scsi_task. NULL when libiscsi gave up.
+ */
+static inline struct scsi_task *tdm_client_run(struct tdm_client *c, const uint8_t *cdb,
+                                               int cdb_len, int dir, const void *out,
+                                               uint32_t out_len, uint32_t in_len)
+{
+        for (unsigned tries = 0;; tries++) {
+                struct scsi_task *t =
+                    tdm_client_run_once(c, cdb, cdb_len, dir, out, out_len, in_len);
+                if (!t || t->status != SCSI_STATUS_CHECK_CONDITION ||
+                    t->sense.key != SCSI_SENSE_UNIT_ATTENTION || tries >= TDM_CLIENT_MAX_UA_RETRIES)
+                        return t;
+                fprintf(stderr, "unit attention %04x on opcode 0x%02x: sent again\n",
+                        (unsigned)t->sense.ascq, cdb[0]);
+                c->ua_retries++;
+                scsi_free_scsi_task(t);
+        }
 }
 
 /* Sense key and ASC/ASCQ of a finished task (0 when it has none). */

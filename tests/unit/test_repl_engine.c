@@ -794,6 +794,22 @@ START_TEST(test_bad_frames)
         fake_close(&f);
         assert_file_unchanged();
 
+        /* A FLUSH carrying payload bytes, which no FLUSH has: refused, not skipped over. */
+        file_snapshot();
+        fake_connect(&f);
+        assert_status(REPL_CONN_CONNECTED, NULL, WAIT_MS);
+        Tandem__Repl__Flush stuffed = TANDEM__REPL__FLUSH__INIT;
+        stuffed.seq = 1;
+        uint8_t extra[16];
+        memset(extra, 0x5a, sizeof(extra));
+        struct iovec extra_iov = {.iov_base = extra, .iov_len = sizeof(extra)};
+        ck_assert_int_eq(repl_send_on(f.l.data_fd, &f.l.data_seal,
+                                      TANDEM__REPL__MSG_TYPE__MSG_FLUSH, &stuffed.base, &extra_iov,
+                                      1, WAIT_MS),
+                         0);
+        expect_dropped(&f, "unexpected payload on a FLUSH");
+        assert_file_unchanged();
+
         /* A data message on the control channel. */
         file_snapshot();
         fake_connect(&f);
