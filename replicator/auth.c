@@ -210,11 +210,7 @@ static int recv_expect(struct hs *hs, uint8_t want, struct repl_rx *rx)
         if (type != want) {
                 r = refuse(hs, fail(hs, -EPROTO, "unexpected %s message (expected %s)",
                                     repl_msg_name(type), repl_msg_name(want)));
-                goto out;
         }
-        if (rx->f.payload_len)
-                r = refuse(hs, fail(hs, -EPROTO, "unexpected %u-byte payload on %s",
-                                    rx->f.payload_len, repl_msg_name(type)));
 out:
         if (r)
                 repl_rx_free(rx);

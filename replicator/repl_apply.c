@@ -339,19 +339,8 @@ static int flush_acks(struct repl_lun *r, struct rx_state *st)
 
 static uint64_t data_seq(const struct repl_rx *rx);
 
-/* Whether a data-channel message of this type may carry payload bytes after it. */
-static bool carries_payload(uint32_t type)
-{
-        return type == TANDEM__REPL__MSG_TYPE__MSG_WRITE ||
-               type == TANDEM__REPL__MSG_TYPE__MSG_RS_DATA ||
-               type == TANDEM__REPL__MSG_TYPE__MSG_VERIFY_REQ ||
-               type == TANDEM__REPL__MSG_TYPE__MSG_LU_STATE;
-}
-
 static int on_data_message(struct repl_lun *r, struct rx_state *st, struct repl_rx *rx)
 {
-        if (rx->f.payload_len && !carries_payload(rx->f.type))
-                return protocol_error(r, "unexpected payload on a %s", repl_msg_name(rx->f.type));
         switch (rx->f.type) {
         case TANDEM__REPL__MSG_TYPE__MSG_WRITE:
                 return on_write(r, st, rx);
@@ -662,11 +651,6 @@ void *repl_ctl_rx_main(void *arg)
                 struct repl_rx rx;
                 const char *why = NULL;
                 int rc = repl_reader_next(&rd, &rx, (int)timeout, &why);
-                if (rc == 0 && rx.f.payload_len) {
-                        repl_rx_free(&rx);
-                        repl_disconnect(r, "unexpected payload on the control channel");
-                        break;
-                }
                 if (rc < 0) {
                         repl_disconnect(r, why                 ? why
                                            : rc == -ECONNRESET ? "peer closed"

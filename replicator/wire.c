@@ -31,6 +31,7 @@ struct msg_type_info {
         const char *name;
         const ProtobufCMessageDescriptor *desc;
         bool data_channel; /* in the data channel's sequence: carries a seq */
+        bool payload;      /* may carry raw bytes after the message; no other type may */
 };
 
 static const struct msg_type_info msg_types[] = {
@@ -42,23 +43,28 @@ static const struct msg_type_info msg_types[] = {
     [TANDEM__REPL__MSG_TYPE__MSG_STATE] = {.name = "STATE",
                                            .desc = &tandem__repl__state__descriptor},
     [TANDEM__REPL__MSG_TYPE__MSG_BITMAP] = {.name = "BITMAP",
-                                            .desc = &tandem__repl__bitmap_chunk__descriptor},
+                                            .desc = &tandem__repl__bitmap_chunk__descriptor,
+                                            .payload = true},
     [TANDEM__REPL__MSG_TYPE__MSG_WRITE] = {.name = "WRITE",
                                            .desc = &tandem__repl__write__descriptor,
-                                           .data_channel = true},
+                                           .data_channel = true,
+                                           .payload = true},
     [TANDEM__REPL__MSG_TYPE__MSG_FLUSH] = {.name = "FLUSH",
                                            .desc = &tandem__repl__flush__descriptor,
                                            .data_channel = true},
     [TANDEM__REPL__MSG_TYPE__MSG_ACK] = {.name = "ACK", .desc = &tandem__repl__ack__descriptor},
-    [TANDEM__REPL__MSG_TYPE__MSG_RS_DATA] = {"RS_DATA", &tandem__repl__resync_data__descriptor,
-                                             true},
+    [TANDEM__REPL__MSG_TYPE__MSG_RS_DATA] = {.name = "RS_DATA",
+                                             .desc = &tandem__repl__resync_data__descriptor,
+                                             .data_channel = true,
+                                             .payload = true},
     [TANDEM__REPL__MSG_TYPE__MSG_RS_ACK] = {.name = "RS_ACK",
                                             .desc = &tandem__repl__ack__descriptor},
     [TANDEM__REPL__MSG_TYPE__MSG_SYNC_DONE] = {.name = "SYNC_DONE",
                                                .desc = &tandem__repl__sync_done__descriptor},
     [TANDEM__REPL__MSG_TYPE__MSG_VERIFY_REQ] = {.name = "VERIFY_REQ",
                                                 .desc = &tandem__repl__verify_request__descriptor,
-                                                .data_channel = true},
+                                                .data_channel = true,
+                                                .payload = true},
     [TANDEM__REPL__MSG_TYPE__MSG_VERIFY_REPLY] = {.name = "VERIFY_REPLY",
                                                   .desc = &tandem__repl__verify_reply__descriptor},
     [TANDEM__REPL__MSG_TYPE__MSG_PING] = {.name = "PING", .desc = &tandem__repl__ping__descriptor},
@@ -68,8 +74,10 @@ static const struct msg_type_info msg_types[] = {
                                                 true},
     [TANDEM__REPL__MSG_TYPE__MSG_DISCONNECT] = {.name = "DISCONNECT",
                                                 .desc = &tandem__repl__disconnect__descriptor},
-    [TANDEM__REPL__MSG_TYPE__MSG_LU_STATE] = {"LU_STATE", &tandem__repl__lu_state__descriptor,
-                                              true},
+    [TANDEM__REPL__MSG_TYPE__MSG_LU_STATE] = {.name = "LU_STATE",
+                                              .desc = &tandem__repl__lu_state__descriptor,
+                                              .data_channel = true,
+                                              .payload = true},
     [TANDEM__REPL__MSG_TYPE__MSG_FORWARD] = {.name = "FORWARD",
                                              .desc = &tandem__repl__forward__descriptor},
     [TANDEM__REPL__MSG_TYPE__MSG_FORWARD_REPLY] = {.name = "FORWARD_REPLY",
@@ -104,6 +112,11 @@ void repl_peer_text(char *dst, size_t dstlen, const char *src)
         for (; src && src[i] && i + 1 < dstlen; i++)
                 dst[i] = (src[i] >= 0x20 && src[i] < 0x7f) ? src[i] : '?';
         dst[i] = '\0';
+}
+
+bool repl_msg_has_payload(uint8_t type)
+{
+        return repl_msg_descriptor(type) && msg_types[type].payload;
 }
 
 const char *repl_msg_name(uint8_t type)
@@ -155,6 +168,10 @@ int repl_frame_decode(const uint8_t hdr[REPL_FRAME_HDR_LEN], struct repl_frame *
         }
         if (payload_len > REPL_PAYLOAD_MAX) {
                 *why = "payload too large";
+                return -EPROTO;
+        }
+        if (payload_len && !msg_types[hdr[5]].payload) {
+                *why = why_fmt("unexpected payload on a %s", msg_types[hdr[5]].name);
                 return -EPROTO;
         }
         f->type = hdr[5];

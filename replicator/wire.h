@@ -109,6 +109,7 @@ void repl_rx_free(struct repl_rx *rx);
 
 const ProtobufCMessageDescriptor *repl_msg_descriptor(uint8_t type); /* NULL for unknown */
 const char *repl_msg_name(uint8_t type); /* "HELLO", "PING_ACK", ...; "UNKNOWN" */
+bool repl_msg_has_payload(uint8_t type); /* may carry raw bytes after its message */
 /* Copies text the peer chose (a reason, a name) into a log-safe form: printable ASCII, '?' for
  * anything else, cut to dstlen - 1 bytes. */
 void repl_peer_text(char *dst, size_t dstlen, const char *src);

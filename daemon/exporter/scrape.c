@@ -13,9 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tandem/clock.h"
 #include "exporter_internal.h"
 #include "tandem/admin_metrics.h"
+#include "tandem/clock.h"
 #include "tandem/exporter.h"
 #include "tandem/log.h"
 

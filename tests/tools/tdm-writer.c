@@ -648,8 +648,12 @@ static int write_loop(struct run *r)
                         break;
                 while (more && r->inflight < r->opt->qd && r->inflight < r->rg->nslots &&
                        (r->opt->count == 0 || r->issued < r->opt->count))
-                        if (issue_write(r) != 0)
-                                return -EIO;
+                        if (issue_write(r) != 0) {
+                                /* Counted and ended like a failure: the summary prints. */
+                                r->errors++;
+                                r->fatal = true;
+                                more = false;
+                        }
                 liveness_check(r);
                 if (service_once(r) != 0 || stall_exceeded(r)) {
                         r->fatal = true;

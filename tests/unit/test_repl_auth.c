@@ -583,7 +583,8 @@ START_TEST(test_oversized_headers)
             {REPL_MSG_MAX + 1, 0, "bad frame from peer instead of HELLO: message too large"},
             {0, 0xffffffffu, "bad frame from peer instead of HELLO: payload too large"},
             /* Within the frame limit, but a HELLO carries no payload: not read either. */
-            {0, REPL_PAYLOAD_MAX, "unexpected 16777216-byte payload on HELLO"},
+            {0, REPL_PAYLOAD_MAX,
+             "bad frame from peer instead of HELLO: unexpected payload on a HELLO"},
         };
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
                 repl_frame_encode(bytes, TANDEM__REPL__MSG_TYPE__MSG_HELLO, cases[i].msg_len,

@@ -52,6 +52,14 @@ START_TEST(test_roundtrip_every_type)
                 const char *why = NULL;
                 uint32_t ml = (t * 3001) % (REPL_MSG_MAX + 1), pl = t * 65537;
                 repl_frame_encode(hdr, (uint8_t)t, ml, pl);
+                if (!repl_msg_has_payload((uint8_t)t)) {
+                        /* Payload is a property of the type: refused from the header alone. */
+                        ck_assert_int_eq(repl_frame_decode(hdr, &f, &why), -EPROTO);
+                        ck_assert_ptr_nonnull(strstr(why, "unexpected payload on a "));
+                        ck_assert_ptr_nonnull(strstr(why, repl_msg_name((uint8_t)t)));
+                        pl = 0;
+                        repl_frame_encode(hdr, (uint8_t)t, ml, pl);
+                }
                 ck_assert_int_eq(repl_frame_decode(hdr, &f, &why), 0);
                 ck_assert_uint_eq(f.type, t);
                 ck_assert_uint_eq(f.msg_len, ml);
@@ -59,6 +67,11 @@ START_TEST(test_roundtrip_every_type)
                 ck_assert_ptr_nonnull(repl_msg_descriptor((uint8_t)t));
                 ck_assert_str_ne(repl_msg_name((uint8_t)t), "UNKNOWN");
         }
+        ck_assert(repl_msg_has_payload(TANDEM__REPL__MSG_TYPE__MSG_WRITE));
+        ck_assert(repl_msg_has_payload(TANDEM__REPL__MSG_TYPE__MSG_BITMAP));
+        ck_assert(!repl_msg_has_payload(TANDEM__REPL__MSG_TYPE__MSG_FLUSH));
+        ck_assert(!repl_msg_has_payload(TANDEM__REPL__MSG_TYPE__MSG_SCSI_STATE));
+        ck_assert(!repl_msg_has_payload(0));
         ck_assert_str_eq(repl_msg_name(TANDEM__REPL__MSG_TYPE__MSG_HELLO), "HELLO");
         ck_assert_str_eq(repl_msg_name(TANDEM__REPL__MSG_TYPE__MSG_PING_ACK), "PING_ACK");
         ck_assert_ptr_eq(repl_msg_descriptor(TANDEM__REPL__MSG_TYPE__MSG_PING_ACK),
@@ -166,7 +179,8 @@ START_TEST(test_fuzz_headers)
                         hdr[12] = 0;
                 bool valid = be32(hdr) == REPL_WIRE_MAGIC && hdr[4] == 1 && !hdr[6] && !hdr[7] &&
                              hdr[5] >= 1 && hdr[5] <= N_TYPES && be32(hdr + 8) <= REPL_MSG_MAX &&
-                             be32(hdr + 12) <= REPL_PAYLOAD_MAX;
+                             be32(hdr + 12) <= REPL_PAYLOAD_MAX &&
+                             (be32(hdr + 12) == 0 || repl_msg_has_payload(hdr[5]));
                 struct repl_frame f = {0};
                 const char *why = NULL;
                 int r = repl_frame_decode(hdr, &f, &why);
@@ -199,7 +213,7 @@ START_TEST(test_send_recv_every_type)
                 uint8_t data[64];
                 memset(data, (int)t, sizeof(data));
                 struct iovec iov = {.iov_base = data, .iov_len = t};
-                bool with_payload = t % 2 == 0;
+                bool with_payload = repl_msg_has_payload((uint8_t)t);
                 ck_assert_int_eq(repl_send(sv[0], (uint8_t)t, m, with_payload ? &iov : NULL,
                                            with_payload ? 1 : 0, 1000),
                                  0);
@@ -415,11 +429,11 @@ START_TEST(test_recv_truncated_stream)
 
         /* Same when the payload is cut short. */
         pair(sv);
-        Tandem__Repl__Ping p = TANDEM__REPL__PING__INIT;
+        Tandem__Repl__Write p = TANDEM__REPL__WRITE__INIT;
         uint8_t packed[16];
-        p.token = 99;
+        p.seq = 99;
         size_t n = protobuf_c_message_pack(&p.base, packed);
-        repl_frame_encode(hdr, TANDEM__REPL__MSG_TYPE__MSG_PING, (uint32_t)n, 100);
+        repl_frame_encode(hdr, TANDEM__REPL__MSG_TYPE__MSG_WRITE, (uint32_t)n, 100);
         ck_assert_int_eq(write(sv[0], hdr, sizeof(hdr)), sizeof(hdr));
         ck_assert_int_eq(write(sv[0], packed, n), (ssize_t)n);
         ck_assert_int_eq(write(sv[0], body, 10), 10);
@@ -684,13 +698,13 @@ START_TEST(test_sealed_recv_rejects)
         sealed_pair_init(&sp, mode);
         int sv[2];
         pair(sv);
-        Tandem__Repl__Ack a = TANDEM__REPL__ACK__INIT;
+        Tandem__Repl__Write a = TANDEM__REPL__WRITE__INIT;
         a.seq = 5;
         uint8_t bm[64];
         memset(bm, 0x3c, sizeof(bm));
         struct iovec iov = {bm, sizeof(bm)};
         ck_assert_int_eq(
-            repl_send_on(sv[0], &sp.tx, TANDEM__REPL__MSG_TYPE__MSG_ACK, &a.base, &iov, 1, 1000),
+            repl_send_on(sv[0], &sp.tx, TANDEM__REPL__MSG_TYPE__MSG_WRITE, &a.base, &iov, 1, 1000),
             0);
         uint8_t frame[256];
         ssize_t n = peek(sv[1], frame, sizeof(frame));
@@ -702,7 +716,7 @@ START_TEST(test_sealed_recv_rejects)
         struct repl_rx rx;
         const char *why = NULL;
         ck_assert_int_eq(repl_recv_on(sv[1], &sp.rx, &rx, 1000, &why), 0);
-        ck_assert_uint_eq(((Tandem__Repl__Ack *)rx.msg)->seq, 5);
+        ck_assert_uint_eq(((Tandem__Repl__Write *)rx.msg)->seq, 5);
         ck_assert_int_eq(memcmp(rx.payload, bm, sizeof(bm)), 0);
         repl_rx_free(&rx);
         /* Replayed. */
@@ -724,8 +738,8 @@ START_TEST(test_sealed_recv_rejects)
 
         /* Unsealed (a clear frame followed by 16 bytes of something). */
         sealed_pair_init(&sp, mode);
-        ck_assert_int_eq(repl_send(sv[0], TANDEM__REPL__MSG_TYPE__MSG_ACK, &a.base, NULL, 0, 1000),
-                         0);
+        ck_assert_int_eq(
+            repl_send(sv[0], TANDEM__REPL__MSG_TYPE__MSG_WRITE, &a.base, NULL, 0, 1000), 0);
         memset(bm, 0, FRAME_TAG_LEN);
         ck_assert_int_eq(repl_write_full(sv[0], bm, FRAME_TAG_LEN, 1000), 0);
         why = NULL;
