@@ -116,13 +116,7 @@ void iscsi_conn_destroy(struct iscsi_conn *c)
 {
         pending_login_over(c);
         iscsi_conn_drop_tasks(c);
-        while (c->tx_head) {
-                struct iscsi_tx *tx = c->tx_head;
-                c->tx_head = tx->next;
-                if (tx->task_done)
-                        iscsi_task_put(c, tx->task_done);
-                iscsi_tx_free(c, tx);
-        }
+        iscsi_tx_drop_queued(c);
         if (c->discard_reply)
                 iscsi_tx_free(c, c->discard_reply);
         iscsi_tx_pool_drain(c);
@@ -138,6 +132,22 @@ void iscsi_conn_destroy(struct iscsi_conn *c)
         close(c->fd);
         free(c->rx);
         free(c);
+}
+
+void iscsi_conn_await_close(struct iscsi_conn *c)
+{
+        pending_login_over(c);
+        c->state = ISCSI_CONN_AWAIT_CLOSE;
+        c->await_close_ns = tdm_now_ns();
+        if (c->rx_paused)
+                iscsi_worker_pause_rx(c->worker, c, false); /* its FIN is what we wait for */
+}
+
+/* The close that follows sends a reset, not a FIN: no TIME_WAIT, no unread output kept. */
+static void conn_reset_on_close(struct iscsi_conn *c)
+{
+        struct linger lg = {.l_onoff = 1, .l_linger = 0};
+        setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 }
 
 static void queue_login_reply(struct iscsi_conn *c, struct iscsi_pdu_reply *rep)
@@ -204,6 +214,15 @@ void iscsi_conn_tick(struct iscsi_conn *c, uint64_t now_ns)
 {
         const struct tdm_iscsi_cfg *cfg = iscsi_worker_cfg(c->worker);
         const uint64_t sec = 1000000000ull;
+        if (c->state == ISCSI_CONN_AWAIT_CLOSE) {
+                if (now_ns - c->await_close_ns > (uint64_t)ISCSI_AWAIT_CLOSE_S * sec) {
+                        log_debug("%s: not closed %u s after the final answer: resetting", c->peer,
+                                  ISCSI_AWAIT_CLOSE_S);
+                        conn_reset_on_close(c);
+                        atomic_store(&c->kill, true);
+                }
+                return;
+        }
         if (c->state == ISCSI_CONN_LOGIN) {
                 if (cfg->login_timeout_s &&
                     now_ns - c->login_start_ns > cfg->login_timeout_s * sec) {
@@ -227,9 +246,7 @@ void iscsi_conn_tick(struct iscsi_conn *c, uint64_t now_ns)
                          "dropping the connection",
                          (unsigned long long)c->tx_queued_bytes, out_s);
                 iscsi_refusal_log(ISCSI_REFUSE_OUTPUT_TIMEOUT, c->peer, what);
-                /* Reset, not FIN: the kernel would otherwise keep the unread output queued. */
-                struct linger lg = {.l_onoff = 1, .l_linger = 0};
-                setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+                conn_reset_on_close(c);
                 atomic_store(&c->kill, true);
                 return;
         }

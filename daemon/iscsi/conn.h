@@ -106,9 +106,19 @@ struct iscsi_rx {
 enum iscsi_conn_state {
         ISCSI_CONN_LOGIN,
         ISCSI_CONN_FFP,
-        ISCSI_CONN_LOGOUT, /* logout response queued: close after flush */
+        ISCSI_CONN_LOGOUT,      /* the final answer queued: nothing more is parsed */
+        ISCSI_CONN_AWAIT_CLOSE, /* the final answer sent: waiting for the initiator to close */
         ISCSI_CONN_CLOSED,
 };
+
+/*
+ * How long a connection whose final answer (Logout, a refused login, a cold reset) is sent
+ * waits for the initiator to close first before it is reset. The side that closes first keeps
+ * the connection in TIME_WAIT for 60 s; on the target, that TIME_WAIT would answer a later
+ * connection that reuses the address pair, after a failover brought the portal back here,
+ * with ACKs instead of the reset a tickle ACK or a retransmission needs.
+ */
+#define ISCSI_AWAIT_CLOSE_S 2u
 
 struct iscsi_session;
 
@@ -165,6 +175,7 @@ struct iscsi_conn {
         uint64_t exec_data_bytes; /* Data-In those tasks will send (backpressure) */
         atomic_bool kill;   /* set by another thread (reinstatement, cold reset): stop at once */
         uint64_t logout_ns; /* when the connection entered LOGOUT (close deadline) */
+        uint64_t await_close_ns; /* when it entered AWAIT_CLOSE (reset deadline) */
         struct iscsi_conn *next; /* worker's list */
         struct iscsi_conn *prev;
         struct iscsi_conn *dirty_next; /* output to flush at the end of this round */
@@ -197,6 +208,10 @@ void iscsi_conn_destroy(struct iscsi_conn *c);
 /* A whole PDU of the login phase. < 0 when the connection must be closed. */
 int iscsi_conn_login_pdu(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data,
                          uint32_t len);
+/* The final answer is out: read and drop until the initiator closes (ISCSI_AWAIT_CLOSE_S). */
+void iscsi_conn_await_close(struct iscsi_conn *c);
+/* AWAIT_CLOSE: drops what arrives; < 0 once the initiator closed (or on error). */
+int iscsi_conn_read_until_close(struct iscsi_conn *c);
 
 /* rx.c: receive and dispatch what the socket has. < 0 when the connection must close. */
 int iscsi_conn_on_readable(struct iscsi_conn *c);
@@ -208,6 +223,8 @@ struct iscsi_tx *iscsi_tx_alloc(struct iscsi_conn *c);
 void iscsi_tx_queue(struct iscsi_conn *c, struct iscsi_tx *tx);
 void iscsi_tx_free(struct iscsi_conn *c, struct iscsi_tx *tx);
 void iscsi_tx_pool_drain(struct iscsi_conn *c);
+/* Frees every queued PDU unsent, releasing the tasks they answer. */
+void iscsi_tx_drop_queued(struct iscsi_conn *c);
 /* Whether this connection holds too much unsent output to take more commands. */
 bool iscsi_conn_over_high(const struct iscsi_conn *c);
 /* Pause or resume reading according to the queued output; true when it just resumed. */

@@ -122,8 +122,10 @@ static void dirty_unlink(struct iscsi_worker *w, struct iscsi_conn *c)
 
 static void conn_close(struct iscsi_worker *w, struct iscsi_conn *c, int why)
 {
-        /* A login the timeout ended was logged (once per address) by the tick. */
-        bool quiet = why == -ECONNRESET || (why == -ETIMEDOUT && c->state == ISCSI_CONN_LOGIN);
+        /* A login the timeout ended was logged (once per address) by the tick; a connection
+         * past its final answer ends as it should, by the initiator's close or our reset. */
+        bool quiet = why == -ECONNRESET || c->state == ISCSI_CONN_AWAIT_CLOSE ||
+                     (why == -ETIMEDOUT && c->state == ISCSI_CONN_LOGIN);
         if (!quiet || c->state == ISCSI_CONN_FFP)
                 log_info("%s: connection closed (%s)", c->peer,
                          why == -ECONNRESET ? "by peer or logout" : strerror(-why));

@@ -488,7 +488,8 @@ static int rx_resume(struct iscsi_conn *c);
 static bool parsing_stops(const struct iscsi_conn *c)
 {
         return c->state == ISCSI_CONN_CLOSED || c->state == ISCSI_CONN_LOGOUT ||
-               c->rx_st.state == RX_DIRECT || c->rx_st.state == RX_DISCARD;
+               c->state == ISCSI_CONN_AWAIT_CLOSE || c->rx_st.state == RX_DIRECT ||
+               c->rx_st.state == RX_DISCARD;
 }
 
 /*
@@ -555,10 +556,24 @@ static int rx_fill(struct iscsi_conn *c)
         return (int)n;
 }
 
+int iscsi_conn_read_until_close(struct iscsi_conn *c)
+{
+        uint8_t sink[4096];
+        /* Bounded per call: a sender that never stops meets the reset deadline instead. */
+        for (int round = 0; round < 16; round++) {
+                ssize_t n = conn_recv(c, sink, sizeof(sink));
+                if (n <= 0)
+                        return (int)n;
+        }
+        return 0;
+}
+
 int iscsi_conn_on_readable(struct iscsi_conn *c)
 {
         if (atomic_load_explicit(&c->kill, memory_order_relaxed))
                 return -ECONNRESET;
+        if (c->state == ISCSI_CONN_AWAIT_CLOSE)
+                return iscsi_conn_read_until_close(c);
         if (c->state == ISCSI_CONN_LOGOUT && c->rx_st.state != RX_DISCARD) {
                 /* Nothing more is parsed: stop reading until the last answer is sent. */
                 if (!c->rx_paused)

@@ -231,6 +231,8 @@ static const char *conn_state_name(const struct iscsi_conn *c)
                 return "full-feature";
         case ISCSI_CONN_LOGOUT:
                 return "logout";
+        case ISCSI_CONN_AWAIT_CLOSE:
+                return "closing";
         default:
                 return "closed";
         }

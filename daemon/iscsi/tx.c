@@ -157,10 +157,34 @@ static void tx_complete(struct iscsi_conn *c, struct iscsi_tx *tx)
         iscsi_tx_free(c, tx);
 }
 
-/* Returns 0 when all was sent or the socket is full, < 0 on error or close-after. */
+void iscsi_tx_drop_queued(struct iscsi_conn *c)
+{
+        while (c->tx_head) {
+                struct iscsi_tx *tx = c->tx_head;
+                c->tx_head = tx->next;
+                c->tx_queued_bytes -= tx->hdr_len + tx->data_len + tx->trailer_len;
+                tx_complete(c, tx);
+        }
+        c->tx_tail = NULL;
+}
+
+/* After the final answer nothing more goes out: answers of commands finishing late are dropped. */
+static int tx_final_answer_sent(struct iscsi_conn *c)
+{
+        if (c->state != ISCSI_CONN_AWAIT_CLOSE)
+                iscsi_conn_await_close(c);
+        iscsi_tx_drop_queued(c);
+        if (c->want_write)
+                iscsi_worker_want_write(c->worker, c, false);
+        return 0;
+}
+
+/* Returns 0 when all was sent or the socket is full, < 0 on error. */
 int iscsi_conn_flush(struct iscsi_conn *c)
 {
         struct iovec iov[64];
+        if (c->state == ISCSI_CONN_AWAIT_CLOSE)
+                return tx_final_answer_sent(c);
         while (c->tx_head) {
                 int n = tx_gather(c, iov, 64);
                 struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
@@ -198,7 +222,7 @@ int iscsi_conn_flush(struct iscsi_conn *c)
                         bool close_after = tx->close_after;
                         tx_complete(c, tx);
                         if (close_after)
-                                return -ECONNRESET;
+                                return tx_final_answer_sent(c);
                 }
         }
         if (c->want_write)

@@ -642,7 +642,8 @@ static int login(const struct ctx *c, struct conn *cn, const struct login_opts *
         return 0;
 }
 
-static int logout(struct conn *cn)
+/* Logout (close the session) answered with success; the socket stays open. */
+static int logout_answered(struct conn *cn)
 {
         uint8_t bhs[ISCSI_BHS_LEN] = {0};
         struct pdu p;
@@ -661,6 +662,12 @@ static int logout(struct conn *cn)
                         rc = -EPROTO;
                 pdu_free(&p);
         }
+        return rc;
+}
+
+static int logout(struct conn *cn)
+{
+        int rc = logout_answered(cn);
         conn_close(cn);
         return rc;
 }
@@ -3409,6 +3416,8 @@ static int case_bidi_on_plain_cdb(struct ctx *c, char *detail)
         return res;
 }
 
+#include "tdm-badpdu-close.inc"
+
 struct test_case {
         const char *name;
         int (*fn)(struct ctx *c, char *detail);
@@ -3452,6 +3461,8 @@ static const struct test_case cases[] = {
     {"dataout_foreign_ttt", case_dataout_foreign_ttt},
     {"itt_in_use_executing", case_itt_in_use_executing},
     {"bidi_on_plain_cdb", case_bidi_on_plain_cdb},
+    {"logout_initiator_closes_first", case_logout_initiator_closes_first},
+    {"logout_left_open_is_reset", case_logout_left_open_is_reset},
 };
 
 /* ------------------------------------------------------------------------------------------ */
