@@ -210,8 +210,6 @@ int iscsi_conn_login_pdu(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t
                          uint32_t len);
 /* The final answer is out: read and drop until the initiator closes (ISCSI_AWAIT_CLOSE_S). */
 void iscsi_conn_await_close(struct iscsi_conn *c);
-/* AWAIT_CLOSE: drops what arrives; < 0 once the initiator closed (or on error). */
-int iscsi_conn_read_until_close(struct iscsi_conn *c);
 
 /* rx.c: receive and dispatch what the socket has. < 0 when the connection must close. */
 int iscsi_conn_on_readable(struct iscsi_conn *c);

@@ -556,7 +556,8 @@ static int rx_fill(struct iscsi_conn *c)
         return (int)n;
 }
 
-int iscsi_conn_read_until_close(struct iscsi_conn *c)
+/* AWAIT_CLOSE: drops what arrives; < 0 once the initiator closed (or on error). */
+static int read_until_close(struct iscsi_conn *c)
 {
         uint8_t sink[4096];
         /* Bounded per call: a sender that never stops meets the reset deadline instead. */
@@ -573,7 +574,7 @@ int iscsi_conn_on_readable(struct iscsi_conn *c)
         if (atomic_load_explicit(&c->kill, memory_order_relaxed))
                 return -ECONNRESET;
         if (c->state == ISCSI_CONN_AWAIT_CLOSE)
-                return iscsi_conn_read_until_close(c);
+                return read_until_close(c);
         if (c->state == ISCSI_CONN_LOGOUT && c->rx_st.state != RX_DISCARD) {
                 /* Nothing more is parsed: stop reading until the last answer is sent. */
                 if (!c->rx_paused)
