@@ -3,11 +3,13 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <linux/fs.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "bs_internal.h"
@@ -37,6 +39,29 @@ static int bs_open_fd(const char *path, const struct bs_open_opts *opts)
                 flags |= O_DIRECT;
         int fd = open(path, flags, 0600);
         return fd < 0 ? -errno : fd;
+}
+
+/*
+ * Whether an io_uring submission of I/O to this regular file may wait in the kernel: the file
+ * systems known to answer a non-blocking attempt with EAGAIN are local disk ones and tmpfs.
+ * FUSE (whose requests beyond its max_background wait for a slot: a stalled FUSE store held
+ * the submitting net loop for seconds), NFS, SMB and anything unknown are not trusted.
+ */
+static bool file_submission_may_block(int fd)
+{
+        struct statfs sfs;
+        if (fstatfs(fd, &sfs) < 0)
+                return true;
+        switch ((unsigned long)sfs.f_type) {
+        case EXT4_SUPER_MAGIC: /* also ext2 and ext3 */
+        case XFS_SUPER_MAGIC:
+        case BTRFS_SUPER_MAGIC:
+        case F2FS_SUPER_MAGIC:
+        case TMPFS_MAGIC:
+                return false;
+        default:
+                return true;
+        }
 }
 
 int bs_open(const char *path, const struct bs_open_opts *opts, struct bs_dev **out)
@@ -76,6 +101,7 @@ int bs_open(const char *path, const struct bs_open_opts *opts, struct bs_dev **o
         snprintf(bs->path, sizeof(bs->path), "%s", path);
         bs->is_blockdev = is_blockdev;
         bs->direct = opts->direct;
+        bs->submit_async = !is_blockdev && file_submission_may_block(fd);
         pthread_mutex_init(&bs->flush_lock, NULL);
         pthread_cond_init(&bs->flush_cond, NULL);
         int rc = bs_query_size(fd, is_blockdev, &bs->size);

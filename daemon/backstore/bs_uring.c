@@ -123,6 +123,8 @@ static bool prep(struct bs_ring *r, struct tdm_mio *io)
                 int mode = io->op == TDM_MIO_UNMAP ? FALLOC_FL_PUNCH_HOLE : FALLOC_FL_ZERO_RANGE;
                 io_uring_prep_fallocate(sqe, bs->fd, mode | FALLOC_FL_KEEP_SIZE, io->off, io->len);
         }
+        if (bs->submit_async)
+                sqe->flags |= IOSQE_ASYNC;
         io_uring_sqe_set_data(sqe, io);
         r->inflight++;
         return true;

@@ -143,9 +143,17 @@ void iscsi_conn_await_close(struct iscsi_conn *c)
                 iscsi_worker_pause_rx(c->worker, c, false); /* its FIN is what we wait for */
 }
 
-/* The close that follows sends a reset, not a FIN: no TIME_WAIT, no unread output kept. */
-static void conn_reset_on_close(struct iscsi_conn *c)
+/*
+ * Ends the TCP connection now with a reset: no TIME_WAIT here, no unsent output kept. A
+ * disconnect (connect to AF_UNSPEC), not SO_LINGER 0: a connection whose commands are still
+ * in the medium is only shut down until they end (portal.c), and a shutdown sends a FIN.
+ */
+static void conn_reset_now(struct iscsi_conn *c)
 {
+        struct sockaddr unspec = {.sa_family = AF_UNSPEC};
+        if (connect(c->fd, &unspec, sizeof(unspec)) == 0)
+                return;
+        log_debug("%s: disconnect failed (%s): reset on close instead", c->peer, strerror(errno));
         struct linger lg = {.l_onoff = 1, .l_linger = 0};
         setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 }
@@ -218,7 +226,7 @@ void iscsi_conn_tick(struct iscsi_conn *c, uint64_t now_ns)
                 if (now_ns - c->await_close_ns > (uint64_t)ISCSI_AWAIT_CLOSE_S * sec) {
                         log_debug("%s: not closed %u s after the final answer: resetting", c->peer,
                                   ISCSI_AWAIT_CLOSE_S);
-                        conn_reset_on_close(c);
+                        conn_reset_now(c);
                         atomic_store(&c->kill, true);
                 }
                 return;
@@ -246,7 +254,7 @@ void iscsi_conn_tick(struct iscsi_conn *c, uint64_t now_ns)
                          "dropping the connection",
                          (unsigned long long)c->tx_queued_bytes, out_s);
                 iscsi_refusal_log(ISCSI_REFUSE_OUTPUT_TIMEOUT, c->peer, what);
-                conn_reset_on_close(c);
+                conn_reset_now(c);
                 atomic_store(&c->kill, true);
                 return;
         }

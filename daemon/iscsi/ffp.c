@@ -248,13 +248,14 @@ static void tmf_store_run(struct net_work *w)
                 scsi_lun_store_reset(st->luns[i]);
 }
 
-/* The stores are done: the answer, unless the connection is gone. */
+/* The stores are done: the answer, unless the connection is gone or gave its final answer
+ * (a Logout Response) meanwhile: nothing goes out after that one. */
 static void tmf_store_answer(struct tmf_store *st)
 {
         struct iscsi_conn *c = st->c;
         for (unsigned i = 0; i < st->n; i++)
                 scsi_lun_put(st->luns[i]);
-        if (c->state != ISCSI_CONN_CLOSED)
+        if (c->state == ISCSI_CONN_FFP)
                 tmf_respond(c, st->itt, st->response, st->cold);
         free(st);
 }

@@ -253,9 +253,11 @@ bool iscsi_conn_check_backpressure(struct iscsi_conn *c)
 {
         /*
          * Paused only with output still queued or commands in the medium: the EPOLLOUT the
-         * flush asked for, or their completion, is what resumes the connection.
+         * flush asked for, or their completion, is what resumes the connection. Never past the
+         * final answer: the initiator's close, which only reading sees, is what it waits for.
          */
-        if (!c->rx_paused && iscsi_conn_over_high(c) && (c->tx_head || c->async_pending)) {
+        if (!c->rx_paused && c->state != ISCSI_CONN_AWAIT_CLOSE && iscsi_conn_over_high(c) &&
+            (c->tx_head || c->async_pending)) {
                 iscsi_worker_pause_rx(c->worker, c, true);
                 return false;
         }

@@ -22,6 +22,9 @@ struct bs_dev {
         uint64_t size;
         bool is_blockdev;
         bool direct; /* opened with O_DIRECT */
+        /* A file on a file system where an io_uring submission may wait (FUSE, NFS, unknown):
+         * every request goes straight to io_uring's workers, never tried inline. */
+        bool submit_async;
         /*
          * FUA: true writes with RWF_DSYNC; false (the default) writes, then joins a group
          * flush, which concurrent FUA writes and SYNCHRONIZE CACHEs share.

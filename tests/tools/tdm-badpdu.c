@@ -142,6 +142,7 @@ struct ctx {
         bool healthy_up;
         uint32_t block_size;
         uint64_t num_blocks;
+        bool stalled_lun; /* --stalled-lun: the LUN's store holds every request for seconds */
 };
 
 static uint64_t now_ms(void)
@@ -3470,6 +3471,24 @@ static const struct test_case cases[] = {
 /* The target still serves: the long-lived session answers, and a fresh login works. */
 #include "tdm-badpdu-limits.inc"
 
+/* Cases that need a LUN whose store holds every request for seconds (--stalled-lun). */
+static const struct test_case stalled_lun_cases[] = {
+    {"logout_in_flight_left_open_is_reset", case_logout_in_flight_left_open_is_reset},
+};
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The k-th case of those the target's setup allows (--limits, then --stalled-lun); NULL past
+ * the end. */
+static const struct test_case *optional_case(const struct ctx *c, size_t k)
+{
+        size_t nlimits = c->lim.on ? ARRAY_LEN(limit_cases) : 0;
+        size_t nstalled = c->stalled_lun ? ARRAY_LEN(stalled_lun_cases) : 0;
+        if (k < nlimits)
+                return &limit_cases[k];
+        return k - nlimits < nstalled ? &stalled_lun_cases[k - nlimits] : NULL;
+}
+
 static int health_check(struct ctx *c, char *why, size_t whylen)
 {
         struct conn fresh;
@@ -3521,7 +3540,8 @@ static void usage(FILE *f)
         fprintf(
             f, "usage: tdm-badpdu --portal HOST:PORT --target IQN [--lun N] [--initiator IQN]\n"
                "                  [--chap-target IQN --chap-user NAME] [--cases a,b] [--cycles N]\n"
-               "                  [--target-pid PID] [--list] [--limits KEY=N,...]\n");
+               "                  [--target-pid PID] [--list] [--limits KEY=N,...]\n"
+               "                  [--stalled-lun]\n");
 }
 
 int main(int argc, char **argv)
@@ -3537,6 +3557,7 @@ int main(int argc, char **argv)
             {"cycles", required_argument, NULL, 'n'},
             {"target-pid", required_argument, NULL, 'P'},
             {"limits", required_argument, NULL, 'M'},
+            {"stalled-lun", no_argument, NULL, 'S'},
             {"list", no_argument, NULL, 'L'},
             {"help", no_argument, NULL, 'h'},
             {NULL, 0, NULL, 0},
@@ -3578,14 +3599,18 @@ int main(int argc, char **argv)
                         if (parse_limits(&c, optarg) != 0)
                                 return 2;
                         break;
+                case 'S':
+                        c.stalled_lun = true;
+                        break;
                 case 'L':
-                        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+                        for (size_t i = 0; i < ARRAY_LEN(cases); i++)
                                 printf("%s\n", cases[i].name);
-                        for (size_t i = 0; i < sizeof(pdu_rule_rows) / sizeof(pdu_rule_rows[0]);
-                             i++)
+                        for (size_t i = 0; i < ARRAY_LEN(pdu_rule_rows); i++)
                                 printf("%s\n", pdu_rule_rows[i].name);
-                        for (size_t i = 0; i < sizeof(limit_cases) / sizeof(limit_cases[0]); i++)
+                        for (size_t i = 0; i < ARRAY_LEN(limit_cases); i++)
                                 printf("%s (with --limits)\n", limit_cases[i].name);
+                        for (size_t i = 0; i < ARRAY_LEN(stalled_lun_cases); i++)
+                                printf("%s (with --stalled-lun)\n", stalled_lun_cases[i].name);
                         return 0;
                 case 'h':
                         usage(stdout);
@@ -3626,20 +3651,20 @@ int main(int argc, char **argv)
         c.healthy_up = true;
 
         int failures = 0;
-        size_t ncases = sizeof(cases) / sizeof(cases[0]);
-        size_t nrules = sizeof(pdu_rule_rows) / sizeof(pdu_rule_rows[0]);
-        size_t nlimits = c.lim.on ? sizeof(limit_cases) / sizeof(limit_cases[0]) : 0;
-        for (size_t i = 0; i < ncases + nrules + nlimits; i++) {
-                const char *name = i < ncases            ? cases[i].name
-                                   : i < ncases + nrules ? pdu_rule_rows[i - ncases].name
-                                                         : limit_cases[i - ncases - nrules].name;
+        size_t ncases = ARRAY_LEN(cases), nrules = ARRAY_LEN(pdu_rule_rows);
+        for (size_t i = 0;; i++) {
+                const struct pdu_rule_row *rule =
+                    i >= ncases && i < ncases + nrules ? &pdu_rule_rows[i - ncases] : NULL;
+                const struct test_case *tc = i < ncases ? &cases[i]
+                                             : rule     ? NULL
+                                                        : optional_case(&c, i - ncases - nrules);
+                if (!rule && !tc)
+                        break;
+                const char *name = rule ? rule->name : tc->name;
                 if (!selected(list, name))
                         continue;
                 detail[0] = 0;
-                int res = i < ncases ? cases[i].fn(&c, detail)
-                          : i < ncases + nrules
-                              ? case_pdu_rule(&c, &pdu_rule_rows[i - ncases], detail)
-                              : limit_cases[i - ncases - nrules].fn(&c, detail);
+                int res = rule ? case_pdu_rule(&c, rule, detail) : tc->fn(&c, detail);
                 char why[DETAIL_LEN] = "";
                 if (res >= 0 && health_check(&c, why, sizeof(why)) != 0) {
                         res = 0;
