@@ -210,12 +210,13 @@ guest_result() # console-file key
 	sed -n "s/.* TG RESULT .*\\b$2=\\([^ ]*\\).*/\\1/p" "$1" | tail -1
 }
 
-# A guest kernel that oopsed or panicked says so on its console before it stops; so does the
-# guest's shell when the workload (in the initramfs, in RAM) dies of a fault signal, which
-# storage cannot cause (its failures are I/O errors): a TCG-migrated guest's workload
-# segfaulted once, 0.3 s after the switch-over.
+# A guest kernel that oopsed or panicked says so on its console before it stops; so does init
+# when the workload's own shell (in the initramfs, in RAM) died of a fault signal (END rc
+# 128 + SIGILL, SIGABRT, SIGBUS, SIGFPE or SIGSEGV): a TCG-migrated guest's workload segfaulted
+# once, 0.3 s after the switch-over. A program the workload runs on the LUN's data (e2fsck)
+# crashing does not end the workload, which then reports it: never matched here.
 guest_kernel_crash() # tag
 {
-	grep -a -m1 -E 'Kernel panic - not syncing|BUG: unable to handle|Oops: [0-9]+|Segmentation fault|Illegal instruction|Bus error' \
+	grep -a -m1 -E 'Kernel panic - not syncing|BUG: unable to handle|Oops: [0-9]+| TG END rc=(132|134|135|136|139)$' \
 		"$GUEST_DIR/$1.serial" 2>/dev/null | cut -d' ' -f2- | cut -c1-160
 }
