@@ -21,6 +21,9 @@ iqn=iqn.2026-11.io.tandem.lab:san
 initiator=iqn.1993-08.org.debian:01:tandem-client
 export DEBIAN_FRONTEND=noninteractive
 token_ms=1000 consensus_ms=600
+# "shared" behind the portal IP; deploy/lab's nodes, whose client multipaths to both nodes
+# (ALUA mode), take "per_node"
+target_ports=${TANDEM_TARGET_PORTS:-shared}
 # SBD (the device header's timeouts): a node whose sbd stops feeding the watchdog is reset
 # after sbd_watchdog_s; a poison pill counts as delivered sbd_msgwait_s after it was written
 # (twice the watchdog, as sbd(8) asks). Fencing alpha waits fence_delay_s first, so that in a
@@ -58,6 +61,9 @@ targets = (
       {
         lun = 0;
         path = "$LUN_DEVICE";
+        # a block device: written with O_DIRECT, so that an acknowledged write the initiator
+        # has not flushed yet survives a power cut of both nodes (tandem.conf(5))
+        direct = true;
         naa = "$LUN_NAA";
         serial = "lab-lun0";
         replication = {
@@ -69,6 +75,7 @@ $repl_nodes
           resync_rate = "100M";
           resync_min_rate = "10M";
           split_brain = "disconnect";
+          target_ports = "$target_ports";
         };
       }
     );
