@@ -112,8 +112,22 @@ static void pending_login_over(struct iscsi_conn *c)
         iscsi_pending_login_done();
 }
 
+/*
+ * A held login stops being held: the tick goes back to its pace, the answer is the caller's;
+ * reading resumes once that answer is sent (iscsi_conn_check_backpressure).
+ */
+static void unhold(struct iscsi_conn *c)
+{
+        c->state = ISCSI_CONN_LOGIN;
+        iscsi_worker_hold_login(c->worker, false);
+}
+
 void iscsi_conn_destroy(struct iscsi_conn *c)
 {
+        if (c->state == ISCSI_CONN_LOGIN_HELD) {
+                iscsi_worker_hold_login(c->worker, false);
+                iscsi_pdu_reply_free(&c->held_reply);
+        }
         pending_login_over(c);
         iscsi_conn_drop_tasks(c);
         iscsi_tx_drop_queued(c);
@@ -179,6 +193,88 @@ static void queue_login_reply(struct iscsi_conn *c, struct iscsi_pdu_reply *rep)
         iscsi_tx_queue(c, tx);
 }
 
+/*
+ * A login whose answer is built and successful: the session, then the answer (or 03/02 when
+ * the session limits refuse it). req is the final request's header.
+ */
+static int finish_login(struct iscsi_conn *c, const uint8_t *req, struct iscsi_pdu_reply *rep)
+{
+        int refusal = -1;
+        char refused[192];
+        c->sess = iscsi_session_create(c, &c->login, &refusal, refused, sizeof(refused));
+        if (!c->sess && refusal < 0) {
+                iscsi_pdu_reply_free(rep);
+                return -ENOMEM;
+        }
+        if (!c->sess) {
+                /* RFC 7143 11.13.5: 03/02, the target is out of session resources. */
+                iscsi_pdu_reply_free(rep);
+                iscsi_refusal_log((enum iscsi_refusal)refusal, c->peer, refused);
+                iscsi_login_refuse(&c->login, req, ISCSI_LOGIN_OUT_OF_RESOURCES, rep);
+                queue_login_reply(c, rep);
+                return 0;
+        }
+        pending_login_over(c);
+        iscsi_admission_logged_in(c->fd);
+        c->state = ISCSI_CONN_FFP;
+        log_info("%s: login of %s to %s complete (tsih %u)", c->peer, c->login.initiator_name,
+                 c->sess->type == ISCSI_SESSION_DISCOVERY ? "discovery" : c->sess->target_name,
+                 c->sess->tsih);
+        queue_login_reply(c, rep);
+        return 0;
+}
+
+/* A normal session's target that another node serves behind the shared portal, for now. */
+static bool login_must_wait(const struct iscsi_conn *c)
+{
+        return c->login.type == ISCSI_SESSION_NORMAL && c->login.target &&
+               scsi_target_served_elsewhere(c->login.target);
+}
+
+/* Keeps the final answer until this node serves the target (iscsi_conn_tick goes on). */
+static void hold_login(struct iscsi_conn *c, const uint8_t *req, struct iscsi_pdu_reply *rep)
+{
+        memcpy(c->held_req, req, ISCSI_BHS_LEN);
+        c->held_reply = *rep;
+        *rep = (struct iscsi_pdu_reply){0};
+        c->held_ns = tdm_now_ns();
+        c->state = ISCSI_CONN_LOGIN_HELD;
+        iscsi_worker_hold_login(c->worker, true);
+        /* It sends nothing before our answer; whatever it sends waits in its socket. */
+        iscsi_worker_pause_rx(c->worker, c, true);
+        log_info("%s: login of %s to %s held: another node serves it here for now", c->peer,
+                 c->login.initiator_name, c->login.target_name);
+}
+
+/* The held login's end: on when this node serves, 03/01 after ISCSI_LOGIN_HOLD_MAX_S. */
+static void held_login_tick(struct iscsi_conn *c, uint64_t now_ns)
+{
+        bool expired = now_ns - c->held_ns > (uint64_t)ISCSI_LOGIN_HOLD_MAX_S * 1000000000ull;
+        bool serving = !scsi_target_served_elsewhere(c->login.target);
+        if (!serving && !expired)
+                return;
+        struct iscsi_pdu_reply rep = c->held_reply;
+        c->held_reply = (struct iscsi_pdu_reply){0};
+        unhold(c);
+        if (serving) {
+                log_info("%s: held login goes on after %llu ms", c->peer,
+                         (unsigned long long)((now_ns - c->held_ns) / 1000000ull));
+                if (finish_login(c, c->held_req, &rep) < 0)
+                        atomic_store(&c->kill, true);
+        } else {
+                char what[TDM_IQN_MAX + 96];
+                snprintf(what, sizeof(what),
+                         "login to %s refused 03/01 (service unavailable): another node served "
+                         "it for %u s",
+                         c->login.target_name, ISCSI_LOGIN_HOLD_MAX_S);
+                iscsi_refusal_log(ISCSI_REFUSE_NOT_SERVING, c->peer, what);
+                iscsi_pdu_reply_free(&rep);
+                iscsi_login_refuse(&c->login, c->held_req, ISCSI_LOGIN_SERVICE_UNAVAILABLE, &rep);
+                queue_login_reply(c, &rep);
+        }
+        iscsi_conn_mark_dirty(c);
+}
+
 int iscsi_conn_login_pdu(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *data,
                          uint32_t len)
 {
@@ -190,32 +286,15 @@ int iscsi_conn_login_pdu(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t
         int rc = iscsi_login_handle(&c->login, bhs, data, len, &rep);
         if (rc < 0)
                 return rc;
-        if (c->login.complete && !rep.close_after) {
-                int refusal = -1;
-                char refused[192];
-                c->sess = iscsi_session_create(c, &c->login, &refusal, refused, sizeof(refused));
-                if (!c->sess && refusal < 0) {
-                        iscsi_pdu_reply_free(&rep);
-                        return -ENOMEM;
-                }
-                if (!c->sess) {
-                        /* RFC 7143 11.13.5: 03/02, the target is out of session resources. */
-                        iscsi_pdu_reply_free(&rep);
-                        iscsi_refusal_log((enum iscsi_refusal)refusal, c->peer, refused);
-                        iscsi_login_refuse(&c->login, bhs, ISCSI_LOGIN_OUT_OF_RESOURCES, &rep);
-                        queue_login_reply(c, &rep);
-                        return 0;
-                }
-                pending_login_over(c);
-                iscsi_admission_logged_in(c->fd);
-                c->state = ISCSI_CONN_FFP;
-                log_info(
-                    "%s: login of %s to %s complete (tsih %u)", c->peer, c->login.initiator_name,
-                    c->sess->type == ISCSI_SESSION_DISCOVERY ? "discovery" : c->sess->target_name,
-                    c->sess->tsih);
+        if (!c->login.complete || rep.close_after) {
+                queue_login_reply(c, &rep);
+                return 0;
         }
-        queue_login_reply(c, &rep);
-        return 0;
+        if (login_must_wait(c)) {
+                hold_login(c, bhs, &rep);
+                return 0;
+        }
+        return finish_login(c, bhs, &rep);
 }
 
 void iscsi_conn_tick(struct iscsi_conn *c, uint64_t now_ns)
@@ -229,6 +308,10 @@ void iscsi_conn_tick(struct iscsi_conn *c, uint64_t now_ns)
                         conn_reset_now(c);
                         atomic_store(&c->kill, true);
                 }
+                return;
+        }
+        if (c->state == ISCSI_CONN_LOGIN_HELD) {
+                held_login_tick(c, now_ns);
                 return;
         }
         if (c->state == ISCSI_CONN_LOGIN) {

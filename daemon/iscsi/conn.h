@@ -105,6 +105,7 @@ struct iscsi_rx {
 
 enum iscsi_conn_state {
         ISCSI_CONN_LOGIN,
+        ISCSI_CONN_LOGIN_HELD, /* the final login answer waits until this node serves */
         ISCSI_CONN_FFP,
         ISCSI_CONN_LOGOUT,      /* the final answer queued: nothing more is parsed */
         ISCSI_CONN_AWAIT_CLOSE, /* the final answer sent: waiting for the initiator to close */
@@ -119,6 +120,15 @@ enum iscsi_conn_state {
  * with ACKs instead of the reset a tickle ACK or a retransmission needs.
  */
 #define ISCSI_AWAIT_CLOSE_S 2u
+
+/*
+ * How long a login to a target another node serves behind the shared portal is held before
+ * it is refused with 03/01 (service unavailable). A failover brings the portal IP up beside
+ * the promotion, so a client that connects in between is answered as soon as the node is
+ * Primary instead of being dropped or refused (both cost it seconds of backoff). Below ESXi's
+ * 5 s login timeout (open-iscsi's is 15 s); a refused login is retried after Time2Wait.
+ */
+#define ISCSI_LOGIN_HOLD_MAX_S 4u
 
 struct iscsi_session;
 
@@ -176,6 +186,10 @@ struct iscsi_conn {
         atomic_bool kill;   /* set by another thread (reinstatement, cold reset): stop at once */
         uint64_t logout_ns; /* when the connection entered LOGOUT (close deadline) */
         uint64_t await_close_ns; /* when it entered AWAIT_CLOSE (reset deadline) */
+        /* LOGIN_HELD: the final request's header, its answer, since when. */
+        uint8_t held_req[ISCSI_BHS_LEN];
+        struct iscsi_pdu_reply held_reply;
+        uint64_t held_ns;
         struct iscsi_conn *next; /* worker's list */
         struct iscsi_conn *prev;
         struct iscsi_conn *dirty_next; /* output to flush at the end of this round */
@@ -271,6 +285,8 @@ struct scsi_lun *iscsi_session_lun(struct iscsi_session *s, uint64_t id);
 /* portal.c */
 void iscsi_worker_want_write(struct iscsi_worker *w, struct iscsi_conn *c, bool on);
 void iscsi_worker_pause_rx(struct iscsi_worker *w, struct iscsi_conn *c, bool paused);
+/* A login of this worker is held (true) or no longer (false): held ones are checked often. */
+void iscsi_worker_hold_login(struct iscsi_worker *w, bool held);
 const struct tdm_iscsi_cfg *iscsi_worker_cfg(struct iscsi_worker *w);
 /* The environment the portal was started with (target lookups). */
 const struct iscsi_env *iscsi_env(void);

@@ -19,6 +19,7 @@ enum iscsi_refusal {
         ISCSI_REFUSE_SESSIONS,       /* max_sessions: Login Response 03/02 */
         ISCSI_REFUSE_SESSIONS_INIT,  /* max_sessions_per_initiator: Login Response 03/02 */
         ISCSI_REFUSE_OUTPUT_TIMEOUT, /* output not taken within output_timeout: dropped */
+        ISCSI_REFUSE_NOT_SERVING,    /* held login, the target served elsewhere: 03/01 */
         ISCSI_REFUSE_KINDS,
 };
 

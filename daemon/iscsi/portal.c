@@ -22,8 +22,9 @@
 #include "tandem/log.h"
 #include "tandem/net_listen.h"
 
-#define MAX_LISTEN 16
-#define TICK_MS    500
+#define MAX_LISTEN   16
+#define TICK_MS      500
+#define HELD_TICK_MS 50 /* while a login is held: it goes on within this of the promotion */
 
 struct iscsi_worker {
         struct net_loop *loop;
@@ -32,6 +33,7 @@ struct iscsi_worker {
         struct iscsi_conn *zombies; /* closed, waiting for commands still in the medium */
         struct iscsi_conn *dirty;   /* output queued this round: flushed at its end */
         bool stopping;
+        unsigned held_logins;     /* connections in LOGIN_HELD: the tick runs every HELD_TICK_MS */
         atomic_uint zombies_left; /* read by the stopping thread */
         atomic_bool closed_all;
         struct net_post close_post;
@@ -247,6 +249,14 @@ static void worker_tick(void *arg)
                         conn_close(w, c, -ETIMEDOUT);
                 c = next;
         }
+}
+
+void iscsi_worker_hold_login(struct iscsi_worker *w, bool held)
+{
+        unsigned before = w->held_logins;
+        w->held_logins = held ? before + 1 : before - 1;
+        if ((before == 0) != (w->held_logins == 0))
+                net_loop_set_tick(w->loop, w->held_logins ? HELD_TICK_MS : TICK_MS, worker_tick, w);
 }
 
 /* Shutdown, first step: every connection closes; their commands still complete here. */

@@ -488,8 +488,8 @@ static int rx_resume(struct iscsi_conn *c);
 static bool parsing_stops(const struct iscsi_conn *c)
 {
         return c->state == ISCSI_CONN_CLOSED || c->state == ISCSI_CONN_LOGOUT ||
-               c->state == ISCSI_CONN_AWAIT_CLOSE || c->rx_st.state == RX_DIRECT ||
-               c->rx_st.state == RX_DISCARD;
+               c->state == ISCSI_CONN_AWAIT_CLOSE || c->state == ISCSI_CONN_LOGIN_HELD ||
+               c->rx_st.state == RX_DIRECT || c->rx_st.state == RX_DISCARD;
 }
 
 /*
@@ -575,6 +575,12 @@ int iscsi_conn_on_readable(struct iscsi_conn *c)
                 return -ECONNRESET;
         if (c->state == ISCSI_CONN_AWAIT_CLOSE)
                 return read_until_close(c);
+        if (c->state == ISCSI_CONN_LOGIN_HELD) {
+                /* Its next request waits in the socket until our answer is out. */
+                if (!c->rx_paused)
+                        iscsi_worker_pause_rx(c->worker, c, true);
+                return 0;
+        }
         if (c->state == ISCSI_CONN_LOGOUT && c->rx_st.state != RX_DISCARD) {
                 /* Nothing more is parsed: stop reading until the last answer is sent. */
                 if (!c->rx_paused)

@@ -261,7 +261,8 @@ bool iscsi_conn_check_backpressure(struct iscsi_conn *c)
                 iscsi_worker_pause_rx(c->worker, c, true);
                 return false;
         }
-        if (c->rx_paused && conn_below_low(c) && c->state != ISCSI_CONN_LOGOUT) {
+        if (c->rx_paused && conn_below_low(c) && c->state != ISCSI_CONN_LOGOUT &&
+            c->state != ISCSI_CONN_LOGIN_HELD) {
                 iscsi_worker_pause_rx(c->worker, c, false);
                 return true;
         }

@@ -411,6 +411,14 @@ void scsi_target_put(struct scsi_target *t);
 struct scsi_lun *scsi_target_get_lun(struct scsi_target *t, uint64_t id);
 int scsi_target_add_lun(struct scsi_target *t, struct scsi_lun *lun);
 int scsi_target_del_lun(struct scsi_target *t, uint64_t id);
+/*
+ * Whether another node serves one of t's LUNs behind the port this node shares with it
+ * (replication.target_ports = "shared": a floating portal): here that LUN is standby or
+ * in transition, and no path of this node can make it active. A login to t is then one
+ * that came to this node before the portal's owner was promoted. Per-node ports (ALUA
+ * multipath) are real standby paths: false for them. Any thread.
+ */
+bool scsi_target_served_elsewhere(struct scsi_target *t);
 
 void scsi_nexus_init(struct scsi_nexus *nx, struct scsi_target *t, const char *initiator);
 /* The session's ISID (6 bytes): completes the initiator port name (zeroes until set). */

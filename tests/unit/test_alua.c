@@ -549,6 +549,36 @@ START_TEST(stpg_on_the_primary_changes_nothing)
 }
 END_TEST
 
+/*
+ * A login is held while another node serves one of the target's LUNs behind the shared
+ * portal: standby (or in transition) with no peer group. Per-node groups are standby paths
+ * of their own, and a LUN of this node alone is always served here.
+ */
+START_TEST(served_elsewhere_only_behind_a_shared_port)
+{
+        ck_assert(!scsi_target_served_elsewhere(h.target)); /* a local LUN */
+        set_access(TDM_ACCESS_STANDBY, 1, 0, 0);            /* Secondary, shared port */
+        ck_assert(scsi_target_served_elsewhere(h.target));
+        set_access(TDM_ACCESS_TRANSITIONING, 1, 0, 0);
+        ck_assert(scsi_target_served_elsewhere(h.target));
+        set_access(TDM_ACCESS_ACTIVE, 1, 0, 0); /* promoted */
+        ck_assert(!scsi_target_served_elsewhere(h.target));
+        make_secondary_of_pair(); /* per-node groups: an ALUA standby path */
+        ck_assert(!scsi_target_served_elsewhere(h.target));
+        /* One LUN of the target served elsewhere is enough. */
+        set_access(TDM_ACCESS_ACTIVE, 1, 0, 0);
+        struct scsi_lun *second = h_make_lun(1, 64, 512, false);
+        ck_assert_int_eq(scsi_target_add_lun(h.target, second), 0);
+        ck_assert(!scsi_target_served_elsewhere(h.target));
+        struct tdm_access standby = {.local_state = TDM_ACCESS_STANDBY, .local_id = 1};
+        tdm_medium_set_access(second->medium, &standby);
+        ck_assert(scsi_target_served_elsewhere(h.target));
+        ck_assert_int_eq(scsi_target_del_lun(h.target, 1), 0);
+        scsi_lun_put(second);
+        ck_assert(!scsi_target_served_elsewhere(h.target));
+}
+END_TEST
+
 int main(void)
 {
         Suite *s = suite_create("alua");
@@ -575,6 +605,7 @@ int main(void)
         tcase_add_test(tc, stpg_empty_list_changes_nothing);
         tcase_add_test(tc, stpg_bad_lists);
         tcase_add_test(tc, stpg_on_the_primary_changes_nothing);
+        tcase_add_test(tc, served_elsewhere_only_behind_a_shared_port);
         suite_add_tcase(s, tc);
         return h_run_suite(s);
 }
