@@ -75,6 +75,12 @@ _Static_assert(IK_COUNT <= 64, "keys_seen is a 64-bit mask");
 #define DEFAULT_TIME2WAIT   2
 #define DEFAULT_TIME2RETAIN 20
 #define MAX_DSL             16777215u
+/*
+ * Our DefaultTime2Wait: 0. At error recovery level 0 nothing of a lost connection is kept to
+ * wait for, and the result is the larger offer (RFC 7143 13.15), so a host that asks for 0
+ * reconnects at once after a failover (open-iscsi waits this long before its first try).
+ */
+#define OUR_TIME2WAIT 0
 
 enum iscsi_key_id iscsi_key_lookup(const char *name)
 {
@@ -149,7 +155,7 @@ static uint32_t our_number(const struct tdm_iscsi_cfg *lim, enum iscsi_key_id ke
         case IK_FIRST_BURST:
                 return our_first_burst(lim);
         case IK_TIME2WAIT:
-                return DEFAULT_TIME2WAIT;
+                return OUR_TIME2WAIT;
         case IK_TIME2RETAIN:
                 return DEFAULT_TIME2RETAIN;
         case IK_MAX_OUTSTANDING_R2T:

@@ -81,7 +81,8 @@ static const struct vector vectors[] = {
     {"FirstBurstLength", "262144", ISCSI_NEG_ANSWER, "65536"},
     {"FirstBurstLength", "4096", ISCSI_NEG_ANSWER, "4096"},
     {"FirstBurstLength", "100", ISCSI_NEG_REJECT, NULL},
-    {"DefaultTime2Wait", "0", ISCSI_NEG_ANSWER, "2"}, /* max */
+    {"DefaultTime2Wait", "0", ISCSI_NEG_ANSWER, "0"}, /* max of theirs and our 0 */
+    {"DefaultTime2Wait", "2", ISCSI_NEG_ANSWER, "2"},
     {"DefaultTime2Wait", "10", ISCSI_NEG_ANSWER, "10"},
     {"DefaultTime2Wait", "3601", ISCSI_NEG_REJECT, NULL},
     {"DefaultTime2Retain", "0", ISCSI_NEG_ANSWER, "0"}, /* min */
