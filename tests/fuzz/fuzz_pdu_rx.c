@@ -70,6 +70,14 @@ void iscsi_worker_pause_rx(struct iscsi_worker *w, struct iscsi_conn *c, bool pa
         c->rx_paused = paused;
 }
 
+/* The registry here has no replicated LUN, so no login waits for a promotion. */
+void iscsi_worker_hold_login(struct iscsi_worker *w, bool held)
+{
+        (void)w;
+        (void)held;
+        abort();
+}
+
 /* This thread runs no loop: every command completes before it is answered. */
 void iscsi_conn_mark_dirty(struct iscsi_conn *c)
 {
