@@ -106,18 +106,16 @@ void scsi_lun_alua_init(struct scsi_lun *lun)
 
 bool scsi_target_served_elsewhere(struct scsi_target *t)
 {
-        bool elsewhere = false;
         for (uint64_t id = 0; id < SCSI_MAX_LUNS; id++) {
                 struct scsi_lun *lun = scsi_target_get_lun(t, id);
                 if (!lun)
                         continue;
                 struct tdm_access a = tdm_medium_access(lun->medium);
                 scsi_lun_put(lun);
-                if (a.local_state == TDM_ACCESS_ACTIVE)
-                        return false;
-                elsewhere |= a.peer_id == 0;
+                if (a.peer_id == 0 && a.local_state != TDM_ACCESS_ACTIVE)
+                        return true;
         }
-        return elsewhere;
+        return false;
 }
 
 uint16_t scsi_alua_local_group(const struct tdm_access *a)

@@ -412,12 +412,12 @@ struct scsi_lun *scsi_target_get_lun(struct scsi_target *t, uint64_t id);
 int scsi_target_add_lun(struct scsi_target *t, struct scsi_lun *lun);
 int scsi_target_del_lun(struct scsi_target *t, uint64_t id);
 /*
- * Whether another node serves t behind the port this node shares with it
- * (replication.target_ports = "shared": a floating portal): none of t's LUNs is active
- * here, and one is standby or in transition on that shared port, which no path of this
- * node can make active. A login to t is then one that came to this node before the
- * portal's owner was promoted. Per-node ports (ALUA multipath) are real standby paths:
- * false for them; so is a target that has any LUN active here. Any thread.
+ * Whether another node serves one of t's LUNs behind the port this node shares with it
+ * (replication.target_ports = "shared": a floating portal): here that LUN is standby or
+ * in transition, and no path of this node can make it active. A login to t is then one
+ * that came to this node before the portal's owner was promoted, or before it promoted
+ * every LUN of t (it promotes them one by one). Per-node ports (ALUA multipath) are real
+ * standby paths: false for them. Any thread.
  */
 bool scsi_target_served_elsewhere(struct scsi_target *t);
 

@@ -550,9 +550,9 @@ START_TEST(stpg_on_the_primary_changes_nothing)
 END_TEST
 
 /*
- * A login is held while another node serves the target behind the shared portal: a LUN
- * standby (or in transition) with no peer group, and none active here. Per-node groups are
- * standby paths of their own, and a LUN of this node alone is always served here.
+ * A login is held while another node serves one of the target's LUNs behind the shared
+ * portal: standby (or in transition) with no peer group. Per-node groups are standby paths
+ * of their own, and a LUN of this node alone is always served here.
  */
 START_TEST(served_elsewhere_only_behind_a_shared_port)
 {
@@ -565,15 +565,18 @@ START_TEST(served_elsewhere_only_behind_a_shared_port)
         ck_assert(!scsi_target_served_elsewhere(h.target));
         make_secondary_of_pair(); /* per-node groups: an ALUA standby path */
         ck_assert(!scsi_target_served_elsewhere(h.target));
-        /* A second LUN: any LUN active here serves the target (a mixed target is not held). */
+        /*
+         * A second LUN: one still standby is enough, as while a node promotes a target's LUNs
+         * one by one (a session let in after the first would meet 02/04/0B on the second).
+         */
         set_access(TDM_ACCESS_ACTIVE, 1, 0, 0);
         struct scsi_lun *second = h_make_lun(1, 64, 512, false);
         ck_assert_int_eq(scsi_target_add_lun(h.target, second), 0);
         ck_assert(!scsi_target_served_elsewhere(h.target));
         struct tdm_access standby = {.local_state = TDM_ACCESS_STANDBY, .local_id = 1};
         tdm_medium_set_access(second->medium, &standby);
-        ck_assert(!scsi_target_served_elsewhere(h.target));
-        set_access(TDM_ACCESS_STANDBY, 1, 0, 0); /* both standby: served elsewhere */
+        ck_assert(scsi_target_served_elsewhere(h.target));
+        set_access(TDM_ACCESS_STANDBY, 1, 0, 0); /* both standby */
         ck_assert(scsi_target_served_elsewhere(h.target));
         ck_assert_int_eq(scsi_target_del_lun(h.target, 0), 0);
         ck_assert(scsi_target_served_elsewhere(h.target)); /* the second alone */
