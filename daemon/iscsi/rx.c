@@ -575,8 +575,12 @@ int iscsi_conn_on_readable(struct iscsi_conn *c)
                 return -ECONNRESET;
         if (c->state == ISCSI_CONN_AWAIT_CLOSE)
                 return read_until_close(c);
-        if (c->state == ISCSI_CONN_LOGIN_HELD)
-                return 0; /* paused by the hold: what it sends waits in its socket */
+        if (c->state == ISCSI_CONN_LOGIN_HELD) {
+                /* Its next request waits in the socket until our answer is out. */
+                if (!c->rx_paused)
+                        iscsi_worker_pause_rx(c->worker, c, true);
+                return 0;
+        }
         if (c->state == ISCSI_CONN_LOGOUT && c->rx_st.state != RX_DISCARD) {
                 /* Nothing more is parsed: stop reading until the last answer is sent. */
                 if (!c->rx_paused)
